@@ -1,0 +1,3 @@
+from gitwal.cli import main
+
+main(prog_name="git wal")

@@ -1,0 +1,60 @@
+"""`git wal`: a thin click layer over the library. Each command parses its
+arguments, calls one library function, and prints the result (``--json`` for
+tools). Errors become ``error: ...`` / ``hint: ...`` on stderr and a
+documented exit code, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, TypeVar
+
+import click
+import pygit2
+
+from ..errors import EXIT_ERROR, WalError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def fail(message: str, hint: str, code: int) -> None:
+    click.echo(f"error: {message}", err=True)
+    if hint:
+        click.echo(f"hint: {hint}", err=True)
+    sys.exit(code)
+
+
+def handled(fn: F) -> F:
+    """Turn every failure into a message and an exit code."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except WalError as e:
+            fail(e.message, e.hint, e.exit_code)
+        except (pygit2.GitError, OSError) as e:
+            fail(str(e) or type(e).__name__,
+                 "nothing was changed by the failed operation; `git wal status` shows "
+                 "the log", EXIT_ERROR)
+        except KeyboardInterrupt:
+            fail("interrupted", "`git wal recover` decides any step left open", 130)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, sort_keys=True, ensure_ascii=False))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="gitwal")
+def main() -> None:
+    """A write-ahead log for coding agents, kept in git (refs/wal/<run>)."""
+
+
+from . import inspect, recover, steps  # noqa: E402  (registers the commands)
+
+__all__ = ["main", "inspect", "recover", "steps"]

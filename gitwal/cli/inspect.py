@@ -1,0 +1,94 @@
+"""`git wal log`, `status`, `runs`: read-only views of the logs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from ..records import Intent, Record, to_dict, type_name
+from ..wal import Wal
+from . import emit_json, handled, main
+from .steps import JSON, RUN
+
+
+def _one(values: list[str]) -> str | list[str]:
+    return values[0] if len(values) == 1 else values
+
+
+def log_rows(records: list[Record]) -> list[dict[str, Any]]:
+    """The rows of `git wal log --json` (docs/format.md, "log output")."""
+    status: dict[int, str] = {}
+    for r in records:
+        d = to_dict(r)
+        if d["type"] in ("commit", "abort"):
+            status[d["intent"]] = "committed" if d["type"] == "commit" else "aborted"
+    rows = []
+    for r in records:
+        d = to_dict(r)
+        if isinstance(r, Intent):
+            d["target"] = _one(d["target"])
+            d["pre"] = _one(d["pre"])
+            d["post"] = None if d["post"] is None else _one(d["post"])
+            d["status"] = status.get(r.lsn, "open")
+        rows.append(d)
+    return rows
+
+
+@main.command()
+@RUN
+@JSON
+@handled
+def log(run_id: str | None, as_json: bool) -> None:
+    """Show the run's records, oldest first."""
+    records = Wal(".").run(run_id).records()
+    for row in log_rows(records):
+        if as_json:
+            emit_json(row)
+            continue
+        kind = row["type"]
+        if kind == "plan":
+            text = f"task: {row['task']} (base {row['base'][:12]})"
+        elif kind == "intent":
+            target = row["target"] if isinstance(row["target"], str) else " ".join(row["target"])
+            text = f"{row['tool']} {target}  [{row['status']}]"
+        elif kind == "commit":
+            text = f"closes {row['intent']}: {row['verified']}"
+        else:
+            text = f"closes {row['intent']}: {row['reason']}"
+        click.echo(f"{row['lsn']:>6}  {type_name(records[row['lsn'] - 1]):<7} {text}")
+
+
+@main.command()
+@RUN
+@JSON
+@handled
+def status(run_id: str | None, as_json: bool) -> None:
+    """Committed, aborted and open intents, and the next LSN."""
+    st = Wal(".").status(run_id)
+    if as_json:
+        emit_json({"run": st.run, "task": st.task, "records": st.records,
+                   "committed": list(st.committed), "aborted": list(st.aborted),
+                   "open": list(st.open), "next_lsn": st.next_lsn})
+        return
+    click.echo(f"run {st.run}: {st.task}")
+    click.echo(f"  {len(st.committed)} committed, {len(st.aborted)} aborted, "
+               f"{len(st.open)} open; next LSN {st.next_lsn}")
+    if st.open:
+        click.echo(f"  open intents: {', '.join(map(str, st.open))} "
+                   f"(run `git wal recover --run {st.run}`)")
+
+
+@main.command()
+@JSON
+@handled
+def runs(as_json: bool) -> None:
+    """List runs with a log in this repository, oldest first."""
+    for info in Wal(".").runs():
+        if as_json:
+            emit_json({"run": info.run, "task": info.task, "records": info.records,
+                       "open": list(info.open_intents), "current": info.current})
+        else:
+            mark = "*" if info.current else " "
+            flag = f"  {len(info.open_intents)} open" if info.open_intents else ""
+            click.echo(f"{mark} {info.run}  {info.records} records{flag}  {info.task}")

@@ -1,0 +1,40 @@
+"""`git wal recover` and `git wal prompt`."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..errors import EXIT_IN_DOUBT
+from ..wal import Wal
+from . import emit_json, handled, main
+from .steps import JSON, RUN
+
+
+@main.command()
+@RUN
+@click.option("--redo", is_flag=True, help="Redo replay-safe steps that did not land.")
+@click.option("--restore", is_flag=True,
+              help="Put paths an in-doubt shell step changed back to its pre tree.")
+@JSON
+@handled
+def recover(run_id: str | None, redo: bool, restore: bool, as_json: bool) -> None:
+    """Decide every open intent, repair, and print the resume prompt."""
+    report = Wal(".").recover(run_id, redo=redo, restore=restore)
+    if as_json:
+        data = report.to_dict()
+        data["prompt"] = report.prompt()
+        emit_json(data)
+    else:
+        click.echo(report.prompt())
+    if report.in_doubt:
+        sys.exit(EXIT_IN_DOUBT)
+
+
+@main.command()
+@RUN
+@handled
+def prompt(run_id: str | None) -> None:
+    """Print the resume prompt alone (changes nothing)."""
+    click.echo(Wal(".").report(run_id).prompt())

@@ -1,0 +1,140 @@
+"""`git wal begin`, `apply ...`, `exec`: commands that append steps."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from ..run import StepResult
+from ..wal import Wal
+from . import emit_json, handled, main
+
+RUN = click.option("--run", "run_id", metavar="ID", help="Run id (default: the current run).")
+CHECK = click.option("--check", metavar="CMD",
+                     help="Verification command; the step commits only if it exits 0.")
+JSON = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+
+
+@main.command()
+@click.option("--task", default="", help="What the run is for (goes into the plan).")
+@click.option("--run", "run_id", metavar="ID", help="Choose the run id yourself.")
+@click.option("--step", "steps", multiple=True, metavar="TEXT",
+              help="An intended step, in order (repeatable).")
+@JSON
+@handled
+def begin(task: str, run_id: str | None, steps: tuple[str, ...], as_json: bool) -> None:
+    """Start a run: write its plan and make it current; prints the run id."""
+    run = Wal(".").begin(task=task, run_id=run_id, steps=steps)
+    if as_json:
+        emit_json({"run": run.id, "ref": run.store.ref_name})
+    else:
+        click.echo(run.id)
+
+
+def _report(result: StepResult, as_json: bool) -> None:
+    if as_json:
+        emit_json({"lsn": result.lsn, "tool": result.tool, "target": list(result.target),
+                   "status": result.status, "post": list(result.post)})
+    else:
+        click.echo(f"LSN {result.lsn} {result.tool} {' '.join(result.target)}: "
+                   f"{result.status}")
+
+
+@main.group()
+@RUN
+@CHECK
+@JSON
+@click.pass_context
+def apply(ctx: click.Context, run_id: str | None, check: str | None, as_json: bool) -> None:
+    """Apply one end-state tool as a logged, verified step."""
+    ctx.obj = {"run": run_id, "check": check, "json": as_json}
+
+
+def _apply(ctx: click.Context, tool: str, **args: Any) -> None:
+    opts = ctx.obj
+    run = Wal(".").run(opts["run"])
+    _report(run.apply(tool, check=opts["check"], **args), opts["json"])
+
+
+@apply.command("write-file")
+@click.argument("path")
+@click.option("--from", "source", metavar="FILE|-", default="-", show_default=True,
+              help="Where the new content comes from.")
+@click.pass_context
+@handled
+def write_file(ctx: click.Context, path: str, source: str) -> None:
+    """Set PATH to exactly the given content."""
+    if source == "-":
+        content = sys.stdin.buffer.read()
+    else:
+        with open(source, "rb") as f:
+            content = f.read()
+    _apply(ctx, "write_file", path=path, content=content)
+
+
+@apply.command("replace-symbol")
+@click.argument("path")
+@click.argument("old")
+@click.argument("new")
+@click.pass_context
+@handled
+def replace_symbol(ctx: click.Context, path: str, old: str, new: str) -> None:
+    """Rename identifier OLD to NEW in PATH (whole identifiers only)."""
+    _apply(ctx, "replace_symbol", path=path, old=old, new=new)
+
+
+@apply.command("replace-text")
+@click.argument("path")
+@click.option("--old", required=True, help="Exact text; must occur exactly once.")
+@click.option("--new", required=True, help="Replacement text.")
+@click.pass_context
+@handled
+def replace_text(ctx: click.Context, path: str, old: str, new: str) -> None:
+    """Replace the single occurrence of --old in PATH with --new."""
+    _apply(ctx, "replace_text", path=path, old=old, new=new)
+
+
+@apply.command("ensure-line")
+@click.argument("path")
+@click.argument("line")
+@click.pass_context
+@handled
+def ensure_line(ctx: click.Context, path: str, line: str) -> None:
+    """Make sure PATH contains LINE (appended if missing)."""
+    _apply(ctx, "ensure_line", path=path, line=line)
+
+
+@apply.command("delete-file")
+@click.argument("path")
+@click.pass_context
+@handled
+def delete_file(ctx: click.Context, path: str) -> None:
+    """Delete PATH."""
+    _apply(ctx, "delete_file", path=path)
+
+
+@apply.command("move-file")
+@click.argument("src")
+@click.argument("dst")
+@click.pass_context
+@handled
+def move_file(ctx: click.Context, src: str, dst: str) -> None:
+    """Move SRC to DST (DST must not exist)."""
+    _apply(ctx, "move_file", src=src, dst=dst)
+
+
+@main.command("exec", context_settings={"ignore_unknown_options": True})
+@RUN
+@CHECK
+@click.option("--idempotent", is_flag=True,
+              help="Declare the command safe to run again (recovery may redo it).")
+@JSON
+@click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
+@handled
+def exec_(run_id: str | None, check: str | None, idempotent: bool, as_json: bool,
+          argv: tuple[str, ...]) -> None:
+    """Run a shell command as a logged step (snapshots before and after)."""
+    run = Wal(".").run(run_id)
+    _report(run.exec(list(argv), check=check, idempotent=idempotent), as_json)

@@ -1,0 +1,58 @@
+"""One error type for everything a user can get wrong or that goes wrong on disk.
+
+Every failure the CLI reports is a :class:`WalError`: a one-line message, a
+hint naming the next command to run, and the exit code documented in README.
+"""
+
+from __future__ import annotations
+
+# Exit codes (README "Exit codes"): keep in sync with the CLI.
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_IN_DOUBT = 3
+
+
+class WalError(Exception):
+    """A failure with a message for people, a hint, and an exit code."""
+
+    exit_code = EXIT_ERROR
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class NotARepository(WalError):
+    """The directory is not inside a git working tree."""
+
+
+class PathRefused(WalError):
+    """A path leaves the working tree, goes through .git, or is otherwise unsafe."""
+
+
+class ToolRefused(WalError):
+    """A tool's arguments cannot produce a post-image (nothing was logged)."""
+
+
+class CorruptLog(WalError):
+    """A record or the chain holding it cannot be trusted."""
+
+
+class UnknownRun(WalError):
+    """No such run, or no current run."""
+
+
+class RunBusy(WalError):
+    """Another live process holds the run, or a ref update lost a race."""
+
+
+class StepFailed(WalError):
+    """A step was logged but did not verify; an abort record says why."""
+
+
+class InDoubt(WalError):
+    """Recovery cannot decide without a person: something is in doubt."""
+
+    exit_code = EXIT_IN_DOUBT

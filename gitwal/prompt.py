@@ -1,0 +1,101 @@
+"""The resume prompt: facts from a recovery report, rendered for a model.
+
+Nothing here reads the repository; every sentence comes from the report, so
+the prompt is exactly as trustworthy as the log.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .recovery import Outcome, Report
+
+
+def redo_command(tool: str, args: dict[str, Any]) -> str:
+    """The `git wal` command line that performs the step again."""
+    q = shlex.quote
+    if tool == "exec":
+        return "git wal exec -- " + " ".join(q(a) for a in args.get("argv", []))
+    if tool == "write_file":
+        return (f"git cat-file blob {args['content']} | "
+                f"git wal apply write-file {q(args['path'])} --from -")
+    if tool == "replace_symbol":
+        return f"git wal apply replace-symbol {q(args['path'])} {q(args['old'])} {q(args['new'])}"
+    if tool == "replace_text":
+        return (f"git wal apply replace-text {q(args['path'])} --old {q(args['old'])} "
+                f"--new {q(args['new'])}")
+    if tool == "ensure_line":
+        return f"git wal apply ensure-line {q(args['path'])} {q(args['line'])}"
+    if tool == "delete_file":
+        return f"git wal apply delete-file {q(args['path'])}"
+    if tool == "move_file":
+        return f"git wal apply move-file {q(args['src'])} {q(args['dst'])}"
+    return f"{tool} {args}"
+
+
+def describe(tool: str, args: dict[str, Any], target: tuple[str, ...]) -> str:
+    if tool == "replace_symbol" and "old" in args:
+        return f"replace_symbol {target[0]}: {args['old']} -> {args['new']}"
+    if tool == "exec":
+        return "exec " + " ".join(shlex.quote(a) for a in args.get("argv", []))
+    return f"{tool} {' -> '.join(target)}"
+
+
+def remaining_steps(report: Report) -> list[tuple[int, str]]:
+    """Plan steps not yet covered: the n-th committed step completes plan step n."""
+    done = len(report.committed)
+    return [(i, s) for i, s in enumerate(report.plan.steps, start=1) if i > done]
+
+
+def render(report: Report) -> str:
+    plan = report.plan
+    where = f"base {plan.base[:12]}" + (f" on branch {plan.branch}" if plan.branch else "")
+    lines = [f"Task: {plan.task or '(no task text)'} (run {report.run}, plan LSN 1, {where})."]
+    if report.committed:
+        last = report.committed[-1]
+        lines.append(
+            f"Committed: {len(report.committed)} step(s), the last at LSN {last[0]} "
+            f"({describe(last[1], {}, last[2])}). "
+            "Those are done and verified: do not redo them."
+        )
+    else:
+        lines.append("Committed: no step yet.")
+    redo: list[Outcome] = []
+    for o in report.outcomes:
+        lines.append(f"LSN {o.lsn} ({describe(o.tool, o.args, o.target)}) was intended, "
+                     f"not committed. Found: {o.detail}.")
+        if o.open:
+            lines.append("  Changed paths: " + ", ".join(o.changed[:20])
+                         + (f" and {len(o.changed) - 20} more" if len(o.changed) > 20 else ""))
+        elif o.action == "aborted":
+            redo.append(o)
+    for d in report.drift:
+        lines.append(f"Drift: {d.path} changed after LSN {d.lsn} committed it "
+                     f"(expected {d.expected[:12]}, found {d.actual[:12]}); left as it is.")
+    if report.cleared_lock:
+        lines.append("A stale ref lock from the interrupted process was cleared.")
+    rest = remaining_steps(report)
+    if report.in_doubt:
+        o = next(o for o in report.outcomes if o.open)
+        action = (f"Action: decide LSN {o.lsn} before anything else. Inspect the changed "
+                  f"paths; `git wal recover --run {report.run} --restore` puts them back "
+                  "to the pre tree, after which the step can be run again.")
+    elif redo:
+        action = "Action: " + "; then ".join(
+            f"redo LSN {o.lsn} with `{redo_command(o.tool, o.args)}`" for o in redo
+        )
+        if len(rest) > len(redo):
+            nxt = rest[len(redo)]
+            action += f"; then continue with plan step {nxt[0]}: {nxt[1]}"
+        action += "."
+    elif rest:
+        action = f"Action: continue with plan step {rest[0][0]}: {rest[0][1]}."
+    else:
+        action = f"Action: continue the task; the next record will be LSN {report.next_lsn}."
+    lines.append(action)
+    if rest:
+        lines.append("Remaining plan steps: " + "; ".join(f"{i}. {s}" for i, s in rest[:50])
+                     + (f" (and {len(rest) - 50} more)" if len(rest) > 50 else ""))
+    return "\n".join(lines)

@@ -1,0 +1,226 @@
+"""Record types and their canonical encoding: the only place records become bytes.
+
+A record is one JSON object, encoded with sorted keys, no insignificant white
+space, UTF-8. Every record carries ``v`` (format version) and ``type``; a
+reader refuses a version it does not know instead of guessing. docs/format.md
+is the normative description of these fields.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import CorruptLog
+from .ids import ABSENT, Lsn, RunId, is_object_id
+
+FORMAT_VERSION = 1
+REPLAY_SAFE = "safe"
+REPLAY_UNSAFE = "unsafe"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """LSN 1 of every run: what the run is for and where it started."""
+
+    run: RunId
+    lsn: Lsn
+    task: str
+    base: str  # commit id of HEAD when the run began
+    branch: str | None  # None when HEAD was detached
+    steps: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Intent:
+    """A step about to change the working tree; durable before the change."""
+
+    run: RunId
+    lsn: Lsn
+    tool: str
+    args: dict[str, Any]
+    target: tuple[str, ...]  # paths, relative to the work tree ("." for exec)
+    pre: tuple[str, ...]  # per target: object id or ABSENT (exec: one tree id)
+    post: tuple[str, ...] | None  # per target; None when not known in advance
+    mode: tuple[int, ...]  # per target: git file mode of the pre-image, 0 if absent
+    replay: str
+    key: str  # idempotency key "<run>:<lsn>"
+    check: str | None = None
+
+
+@dataclass(frozen=True)
+class Commit:
+    """Closes an intent: the effect landed and was verified."""
+
+    run: RunId
+    lsn: Lsn
+    intent: Lsn
+    post: tuple[str, ...]  # observed post state (exec: the post tree id)
+    verified: str
+    recovered: bool = False
+
+
+@dataclass(frozen=True)
+class Abort:
+    """Closes an intent that did not land, failed verification, or was abandoned."""
+
+    run: RunId
+    lsn: Lsn
+    intent: Lsn
+    reason: str
+    restored: tuple[str, ...] = ()  # paths put back to their pre-image
+    output: str = ""  # tail of a failed check's output
+
+
+Record = Plan | Intent | Commit | Abort
+_TYPES: dict[str, type[Record]] = {
+    "plan": Plan,
+    "intent": Intent,
+    "commit": Commit,
+    "abort": Abort,
+}
+_NAMES = {cls: name for name, cls in _TYPES.items()}
+
+
+def type_name(record: Record) -> str:
+    return _NAMES[type(record)]
+
+
+def to_dict(record: Record) -> dict[str, Any]:
+    """The record as plain data, with ``v`` and ``type``; lists for tuples."""
+    out: dict[str, Any] = {"v": FORMAT_VERSION, "type": type_name(record)}
+    for name in record.__dataclass_fields__:
+        value = getattr(record, name)
+        out[name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def encode(record: Record) -> bytes:
+    """Canonical bytes: the same record always encodes to the same blob."""
+    return json.dumps(
+        to_dict(record), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    ).encode("utf-8")
+
+
+def decode(data: bytes, where: str) -> Record:
+    """Parse and validate one record blob; ``where`` names it in errors."""
+    try:
+        raw = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise _corrupt(where, f"not valid UTF-8 JSON ({e})") from None
+    if not isinstance(raw, dict):
+        raise _corrupt(where, "not a JSON object")
+    version = raw.get("v")
+    if version != FORMAT_VERSION:
+        raise CorruptLog(
+            f"{where}: record format version {version!r} is not supported "
+            f"(this gitwal reads version {FORMAT_VERSION})",
+            "upgrade gitwal to read this log, or check that the ref holds a gitwal log",
+        )
+    cls = _TYPES.get(raw.get("type"))  # type: ignore[arg-type]
+    if cls is None:
+        raise _corrupt(where, f"unknown record type {raw.get('type')!r}")
+    fields = cls.__dataclass_fields__
+    body = {k: v for k, v in raw.items() if k not in ("v", "type")}
+    unknown = set(body) - set(fields)
+    if unknown:
+        raise _corrupt(where, f"unknown fields {sorted(unknown)}")
+    try:
+        record = _build(cls, body)
+    except (TypeError, ValueError) as e:
+        raise _corrupt(where, str(e)) from None
+    return record
+
+
+def _build(cls: type[Record], body: dict[str, Any]) -> Record:
+    def req(name: str, kind: type | tuple[type, ...]) -> Any:
+        if name not in body:
+            raise ValueError(f"missing field {name!r}")
+        value = body[name]
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+            raise ValueError(f"field {name!r} has the wrong type")
+        return value
+
+    def ids(name: str, allow_absent: bool = True) -> tuple[str, ...]:
+        values = req(name, list)
+        for v in values:
+            if not isinstance(v, str) or not (
+                is_object_id(v) or (allow_absent and v == ABSENT)
+            ):
+                raise ValueError(f"field {name!r} holds something that is not an object id")
+        return tuple(values)
+
+    run = RunId(req("run", str))
+    lsn = Lsn(req("lsn", int))
+    if lsn < 1:
+        raise ValueError("lsn must be positive")
+    if cls is Plan:
+        steps = req("steps", list)
+        if not all(isinstance(s, str) for s in steps):
+            raise ValueError("steps must be strings")
+        branch = body.get("branch")
+        if branch is not None and not isinstance(branch, str):
+            raise ValueError("branch must be a string or null")
+        base = req("base", str)
+        if not is_object_id(base):
+            raise ValueError("base is not a commit id")
+        return Plan(run, lsn, req("task", str), base, branch, tuple(steps))
+    if cls is Intent:
+        target = tuple(req("target", list))
+        if not target or not all(isinstance(t, str) for t in target):
+            raise ValueError("target must be a non-empty list of paths")
+        pre = ids("pre")
+        post = None if body.get("post") is None else ids("post")
+        mode = tuple(req("mode", list))
+        if not all(isinstance(m, int) for m in mode):
+            raise ValueError("mode must be integers")
+        if len(pre) != len(target) or len(mode) != len(target):
+            raise ValueError("pre and mode must have one entry per target")
+        if post is not None and len(post) != len(target):
+            raise ValueError("post must have one entry per target")
+        replay = req("replay", str)
+        if replay not in (REPLAY_SAFE, REPLAY_UNSAFE):
+            raise ValueError(f"replay must be {REPLAY_SAFE!r} or {REPLAY_UNSAFE!r}")
+        check = body.get("check")
+        if check is not None and not isinstance(check, str):
+            raise ValueError("check must be a string or null")
+        return Intent(
+            run, lsn, req("tool", str), req("args", dict), target, pre, post, mode,
+            replay, req("key", str), check,
+        )
+    if cls is Commit:
+        recovered = body.get("recovered", False)
+        if not isinstance(recovered, bool):
+            raise ValueError("recovered must be a boolean")
+        return Commit(
+            run, lsn, Lsn(req("intent", int)), ids("post"), req("verified", str), recovered
+        )
+    restored = req("restored", list)
+    if not all(isinstance(p, str) for p in restored):
+        raise ValueError("restored must be paths")
+    return Abort(
+        run, lsn, Lsn(req("intent", int)), req("reason", str), tuple(restored),
+        req("output", str),
+    )
+
+
+def _corrupt(where: str, why: str) -> CorruptLog:
+    return CorruptLog(
+        f"{where}: corrupt record: {why}",
+        "the log was damaged or written by something else; `git wal log` shows the "
+        "records before it, and nothing after it is trusted",
+    )
+
+
+def summary(record: Record) -> str:
+    """The one-line message of the append commit that carries ``record``."""
+    if isinstance(record, Plan):
+        return f"wal {record.lsn} plan: {record.task[:60]}"
+    if isinstance(record, Intent):
+        return f"wal {record.lsn} intent {record.tool} {' '.join(record.target)[:60]}"
+    if isinstance(record, Commit):
+        return f"wal {record.lsn} commit {record.intent}"
+    return f"wal {record.lsn} abort {record.intent}: {record.reason[:60]}"
+
+

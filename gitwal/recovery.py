@@ -1,0 +1,318 @@
+"""Recovery: decide, for every open intent, whether it landed, and repair.
+
+Decision table (docs/recovery.md is the normative copy):
+
+==========================  ==========================  ===========================
+state of the target(s)      outcome                     what recovery does
+==========================  ==========================  ===========================
+all == post                 applied-missing-commit      re-run the check; commit
+all == pre                  not-applied                 redo if --redo and replay
+                                                        safe; else abort (redo it)
+anything else               torn                        restore pre-images, then
+                                                        as not-applied
+exec, tree == pre tree      not-applied                 as above (redo: re-run)
+exec, tree differs          in-doubt                    list changed paths; restore
+                                                        them only with --restore
+==========================  ==========================  ===========================
+
+Recovery touches only paths the log names (and gitwal's own temp files next to
+them), and only in the ways the report states.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pygit2
+
+from .durable import crash_point
+from .effects import apply_post, restore_pre, run_check, run_command
+from .ids import ABSENT, CommitId, Lsn, TreeId
+from .records import REPLAY_SAFE, Abort, Commit, Intent, Plan, Record, to_dict
+from .store import Ref, Store
+from .worktree import Worktree
+
+APPLIED = "applied-missing-commit"
+NOT_APPLIED = "not-applied"
+TORN = "torn"
+IN_DOUBT = "in-doubt"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What recovery found for one open intent and what it did about it."""
+
+    lsn: Lsn
+    tool: str
+    args: dict[str, Any]
+    target: tuple[str, ...]
+    outcome: str  # APPLIED | NOT_APPLIED | TORN | IN_DOUBT
+    action: str  # committed | redone | aborted | restored | left-open
+    detail: str
+    changed: tuple[str, ...] = ()  # exec: paths that differ from the pre tree
+    open: bool = False  # still open after recovery (needs a decision)
+
+
+@dataclass(frozen=True)
+class Drift:
+    """A committed path whose content changed after its commit."""
+
+    path: str
+    lsn: Lsn  # the intent that last committed it
+    expected: str
+    actual: str
+
+
+@dataclass(frozen=True)
+class Report:
+    run: str
+    plan: Plan
+    records: int
+    committed: tuple[tuple[Lsn, str, tuple[str, ...]], ...]  # (lsn, tool, target)
+    aborted: tuple[Lsn, ...]
+    outcomes: tuple[Outcome, ...]
+    drift: tuple[Drift, ...]
+    cleared_lock: bool
+    removed_temp: tuple[str, ...] = field(default=())
+
+    @property
+    def in_doubt(self) -> bool:
+        return any(o.open for o in self.outcomes)
+
+    @property
+    def last_committed(self) -> Lsn | None:
+        return self.committed[-1][0] if self.committed else None
+
+    @property
+    def next_lsn(self) -> Lsn:
+        return Lsn(self.records + 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run": self.run,
+            "task": self.plan.task,
+            "base": self.plan.base,
+            "branch": self.plan.branch,
+            "steps": list(self.plan.steps),
+            "records": self.records,
+            "next_lsn": self.next_lsn,
+            "committed_through": self.last_committed,
+            "committed": [
+                {"lsn": lsn, "tool": tool, "target": list(target)}
+                for lsn, tool, target in self.committed
+            ],
+            "aborted": list(self.aborted),
+            "intents": [
+                {
+                    "lsn": o.lsn, "tool": o.tool, "args": o.args, "target": list(o.target),
+                    "outcome": o.outcome, "action": o.action, "detail": o.detail,
+                    "changed": list(o.changed), "open": o.open,
+                }
+                for o in self.outcomes
+            ],
+            "drift": [
+                {"path": d.path, "lsn": d.lsn, "expected": d.expected, "actual": d.actual}
+                for d in self.drift
+            ],
+            "cleared_stale_lock": self.cleared_lock,
+            "removed_temp_files": list(self.removed_temp),
+            "in_doubt": self.in_doubt,
+        }
+
+    def prompt(self) -> str:
+        from .prompt import render
+
+        return render(self)
+
+
+class Recovery:
+    """Recovers one run; construct, then call :meth:`run` under the run lock."""
+
+    def __init__(self, store: Store, wt: Worktree, redo: bool, restore: bool) -> None:
+        self.store = store
+        self.wt = wt
+        self.redo = redo
+        self.restore = restore
+        self.head: CommitId | None = None
+        self.next_lsn = Lsn(1)
+
+    def _append(self, record: Record, refs: list[Ref] | None = None) -> None:
+        self.head = self.store.append([record], refs or [], self.head)
+        self.next_lsn = Lsn(self.next_lsn + 1)
+
+    def run(self, dry_run: bool = False) -> Report:
+        cleared = False if dry_run else self.store.clear_stale_ref_lock()
+        records = self.store.records()
+        self.head = self.store.head()
+        self.next_lsn = Lsn(len(records) + 1)
+        plan = records[0]
+        assert isinstance(plan, Plan)
+        intents: dict[Lsn, Intent] = {}
+        closed: set[Lsn] = set()
+        for rec in records:
+            if isinstance(rec, Intent):
+                intents[rec.lsn] = rec
+            elif isinstance(rec, (Commit, Abort)):
+                closed.add(rec.intent)
+        open_intents = [i for lsn, i in intents.items() if lsn not in closed]
+        outcomes: list[Outcome] = []
+        removed: list[str] = []
+        for intent in open_intents:
+            if not dry_run:
+                removed.extend(self._clear_temps(intent))
+            outcomes.append(self._decide(intent, dry_run))
+        after = records if dry_run else self.store.records()
+        committed, aborted, drift = summarise(after, self.wt, self.store.repo)
+        return Report(
+            run=self.store.run, plan=plan, records=len(after), committed=committed,
+            aborted=aborted, outcomes=tuple(outcomes), drift=drift,
+            cleared_lock=cleared, removed_temp=tuple(removed),
+        )
+
+    def _clear_temps(self, intent: Intent) -> list[str]:
+        if intent.tool == "exec":
+            return []
+        out = []
+        for path in intent.target:
+            for tag in (f"w{intent.lsn}", f"r{intent.lsn}"):
+                if self.wt.clear_temp(path, tag):
+                    out.append(path)
+        return out
+
+    def _outcome(self, intent: Intent, outcome: str, action: str, detail: str,
+                 changed: tuple[str, ...] = (), open_: bool = False) -> Outcome:
+        return Outcome(intent.lsn, intent.tool, intent.args, intent.target, outcome,
+                       action, detail, changed, open_)
+
+    def _decide(self, intent: Intent, dry_run: bool) -> Outcome:
+        if intent.tool == "exec":
+            return self._decide_exec(intent, dry_run)
+        assert intent.post is not None
+        now = tuple(self.wt.state(p) for p in intent.target)
+        if now == intent.post:
+            if dry_run:
+                return self._outcome(intent, APPLIED, "none", "dry run")
+            return self._commit_found(intent, APPLIED, "applied; commit was missing",
+                                      "committed")
+        outcome, detail = NOT_APPLIED, "not applied"
+        restored: tuple[str, ...] = ()
+        if now != intent.pre:
+            outcome, detail = TORN, "partially applied (matches neither pre nor post)"
+            if dry_run:
+                return self._outcome(intent, outcome, "none", detail)
+            restored = restore_pre(self.wt, intent)
+            detail += f"; restored {', '.join(restored)} from the pre-image"
+        if dry_run:
+            return self._outcome(intent, outcome, "none", detail)
+        if self.redo and intent.replay == REPLAY_SAFE:
+            apply_post(self.wt, intent)
+            return self._commit_found(intent, outcome, detail + "; redone", "redone")
+        self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
+                           f"recovery: {detail}; not redone", restored))
+        return self._outcome(intent, outcome, "aborted", detail + "; redo it")
+
+    def _commit_found(
+        self, intent: Intent, outcome: str, detail: str, action: str
+    ) -> Outcome:
+        """Verify an intent whose post-image is on disk, then commit (or abort)."""
+        assert intent.post is not None
+        observed = tuple(self.wt.state(p) for p in intent.target)
+        ok = observed == intent.post
+        output = ""
+        if ok and intent.check:
+            result = run_check(intent.check, self.wt, intent)
+            ok, output = result.ok, result.output
+        crash_point("after-verify")
+        if not ok:
+            restored = restore_pre(self.wt, intent)
+            self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
+                               "recovery: verification failed", restored, output))
+            return self._outcome(intent, outcome, "aborted",
+                                 detail + "; verification failed, pre-image restored")
+        verified = "hash==post" + (f" && check ok: {intent.check}" if intent.check else "")
+        self._append(Commit(self.store.run, self.next_lsn, intent.lsn, observed,
+                            verified, recovered=True))
+        return self._outcome(intent, outcome, action, detail + "; now committed")
+
+    def _decide_exec(self, intent: Intent, dry_run: bool) -> Outcome:
+        pre_tree = TreeId(intent.pre[0])
+        now = self.wt.snapshot()
+        if now != pre_tree:
+            changed = tuple(self.wt.changed_paths(pre_tree, now))
+            detail = f"command may have run: {len(changed)} path(s) differ from the pre tree"
+            if self.restore and not dry_run:
+                restored = self.wt.restore_paths(pre_tree, list(changed), f"r{intent.lsn}")
+                self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
+                                   "recovery: in doubt; restored the pre tree",
+                                   tuple(restored)), [Ref(now, is_tree=True)])
+                return self._outcome(intent, IN_DOUBT, "restored",
+                                     detail + "; restored to the pre tree", changed)
+            return self._outcome(intent, IN_DOUBT, "left-open", detail, changed, True)
+        if dry_run:
+            return self._outcome(intent, NOT_APPLIED, "none", "dry run")
+        if self.redo and intent.replay == REPLAY_SAFE:
+            code = run_command(intent.args["argv"], self.wt, intent)
+            post = self.wt.snapshot()
+            ok = code == 0
+            output = ""
+            if ok and intent.check:
+                result = run_check(intent.check, self.wt, intent)
+                ok, output = result.ok, result.output
+            if ok:
+                self._append(Commit(self.store.run, self.next_lsn, intent.lsn, (post,),
+                                    "exit 0 (redone by recovery)", True),
+                             [Ref(post, is_tree=True)])
+                return self._outcome(intent, NOT_APPLIED, "redone", "not applied; redone")
+            undo = self.wt.changed_paths(pre_tree, post)
+            restored = self.wt.restore_paths(pre_tree, undo, f"r{intent.lsn}")
+            self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
+                               f"recovery: redo failed (exit {code})", tuple(restored),
+                               output), [Ref(post, is_tree=True)])
+            return self._outcome(intent, NOT_APPLIED, "aborted",
+                                 f"not applied; redo failed (exit {code}), its changes "
+                                 "were restored")
+        self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
+                           "recovery: not applied; not redone", ()))
+        return self._outcome(intent, NOT_APPLIED, "aborted", "not applied; redo it")
+
+
+def summarise(
+    records: list[Record], wt: Worktree, repo: pygit2.Repository
+) -> tuple[tuple[tuple[Lsn, str, tuple[str, ...]], ...], tuple[Lsn, ...], tuple[Drift, ...]]:
+    """Committed steps, aborted intents, and drift of committed paths."""
+    intents = {r.lsn: r for r in records if isinstance(r, Intent)}
+    committed: list[tuple[Lsn, str, tuple[str, ...]]] = []
+    aborted: list[Lsn] = []
+    expected: dict[str, tuple[str, Lsn]] = {}
+    for rec in records:
+        if isinstance(rec, Abort):
+            aborted.append(rec.intent)
+        if not isinstance(rec, Commit):
+            continue
+        intent = intents[rec.intent]
+        committed.append((intent.lsn, intent.tool, intent.target))
+        if intent.tool == "exec":
+            for path in wt.changed_paths(TreeId(intent.pre[0]), TreeId(rec.post[0])):
+                expected[path] = (_tree_state(repo, rec.post[0], path), intent.lsn)
+        else:
+            for path, post in zip(intent.target, rec.post, strict=True):
+                expected[path] = (post, intent.lsn)
+    drift = []
+    for path, (want, lsn) in sorted(expected.items()):
+        have = wt.state(path)
+        if have != want:
+            drift.append(Drift(path, lsn, want, have))
+    return tuple(committed), tuple(aborted), tuple(drift)
+
+
+def _tree_state(repo: pygit2.Repository, tree_id: str, path: str) -> str:
+    tree = repo[tree_id]
+    assert isinstance(tree, pygit2.Tree)
+    try:
+        return str(tree[path].id)
+    except KeyError:
+        return ABSENT
+
+
+__all__ = ["Drift", "Outcome", "Recovery", "Report", "to_dict"]

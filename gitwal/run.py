@@ -1,0 +1,201 @@
+"""The step protocol: intent -> apply -> verify -> commit | abort.
+
+Invariants (docs/recovery.md relies on them):
+
+* the intent is durable before the target is touched;
+* a commit record is written only after every target hashed to its post-image
+  and the check (if any) exited 0;
+* one gitwal process at a time works on a run (an advisory lock held for the
+  whole step), so at most one intent is open, and it is the newest record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import tools
+from .durable import crash_point
+from .effects import apply_post, restore_pre, run_check, run_command
+from .errors import RunBusy, StepFailed, ToolRefused
+from .ids import ABSENT, CommitId, Lsn, RunId, TreeId
+from .records import (
+    REPLAY_SAFE,
+    REPLAY_UNSAFE,
+    Abort,
+    Commit,
+    Intent,
+    Record,
+)
+from .store import Ref, Store
+from .worktree import MODE_TREE, Worktree
+
+
+@dataclass(frozen=True)
+class StepResult:
+    lsn: Lsn  # the intent's LSN
+    tool: str
+    target: tuple[str, ...]
+    status: str  # "committed"
+    post: tuple[str, ...]
+
+
+class Run:
+    """One agent task's log and the steps that append to it."""
+
+    def __init__(self, store: Store, wt: Worktree) -> None:
+        self.store = store
+        self.wt = wt
+        self.id: RunId = store.run
+
+    def records(self) -> list[Record]:
+        return self.store.records()
+
+    # -- appends -----------------------------------------------------------
+
+    def _next(self) -> tuple[CommitId, Lsn]:
+        """Head and next LSN; refuses while the newest record is an open intent."""
+        head = self.store.head()
+        if head is None:
+            raise RunBusy(f"run {self.id} has no log")
+        batch = self.store._commit_records(self.store._commit(head))
+        last = batch[-1]
+        if isinstance(last, Intent):
+            raise StepFailed(
+                f"run {self.id}: intent LSN {last.lsn} ({last.tool} "
+                f"{' '.join(last.target)}) is still open after an interruption",
+                f"run `git wal recover --run {self.id}` first",
+            )
+        return head, Lsn(last.lsn + 1)
+
+    def _close(
+        self, intent: Intent, head: CommitId, record: Record, refs: Sequence[Ref] = ()
+    ) -> CommitId:
+        return self.store.append([record], refs, head)
+
+    # -- file tools --------------------------------------------------------
+
+    def apply(self, tool: str, check: str | None = None, **args: Any) -> StepResult:
+        """Run one end-state tool as a logged step; raises StepFailed on abort."""
+        spec = tools.get(tool)
+        paths = []
+        for name in spec.path_args:
+            value = args.get(name)
+            if not isinstance(value, str):
+                raise ToolRefused(f"{tool}: argument {name!r} must be a path")
+            args[name] = self.wt.confine(value)
+            paths.append(args[name])
+        if len(set(paths)) != len(paths):
+            raise ToolRefused(f"{tool}: the same path is named twice")
+        with self.store.locked():
+            pre_content = []
+            pre_modes = []
+            for p in paths:
+                data, mode = self.wt.read(p)
+                pre_content.append(data)
+                pre_modes.append(mode)
+            post_content = spec.apply(tuple(pre_content), args)
+            head, lsn = self._next()
+            pre_ids, post_ids, refs = [], [], []
+            for data in pre_content:
+                pre_ids.append(ABSENT if data is None else self.store.put_blob(data))
+            for data in post_content:
+                post_ids.append(ABSENT if data is None else self.store.put_blob(data))
+            for oid in {*pre_ids, *post_ids} - {ABSENT}:
+                refs.append(Ref(oid))
+            logged = dict(args)
+            if tool == "write_file":
+                # The content is the post-image blob; the record names it.
+                logged["content"] = post_ids[0]
+            intent = Intent(
+                run=self.id, lsn=lsn, tool=tool, args=logged, target=tuple(paths),
+                pre=tuple(pre_ids), post=tuple(post_ids), mode=tuple(pre_modes),
+                replay=REPLAY_SAFE, key=f"{self.id}:{lsn}", check=check,
+            )
+            head = self.store.append([intent], sorted(refs, key=lambda r: r.oid), head)
+            crash_point("after-intent")
+            apply_post(self.wt, intent)
+            crash_point("after-apply")
+            return self._verify_and_close(intent, head)
+
+    def _verify_and_close(self, intent: Intent, head: CommitId) -> StepResult:
+        assert intent.post is not None
+        observed = tuple(self.wt.state(p) for p in intent.target)
+        problem = ""
+        output = ""
+        if observed != intent.post:
+            problem = "post-image hash mismatch after write"
+        elif intent.check:
+            result = run_check(intent.check, self.wt, intent)
+            if not result.ok:
+                problem, output = f"check failed: {intent.check}", result.output
+        crash_point("after-verify")
+        if problem:
+            restored = restore_pre(self.wt, intent)
+            self._close(intent, head, Abort(
+                self.id, Lsn(intent.lsn + 1), intent.lsn, problem, restored, output
+            ))
+            raise StepFailed(
+                f"LSN {intent.lsn} {intent.tool} aborted: {problem}; "
+                f"{', '.join(restored) or 'nothing'} restored",
+                (output.strip().splitlines() or [""])[-1][:200]
+                or "fix the cause and apply the step again",
+            )
+        verified = "hash==post" + (f" && check ok: {intent.check}" if intent.check else "")
+        self._close(intent, head, Commit(
+            self.id, Lsn(intent.lsn + 1), intent.lsn, observed, verified
+        ))
+        return StepResult(intent.lsn, intent.tool, intent.target, "committed", observed)
+
+    # -- shell steps -------------------------------------------------------
+
+    def exec(
+        self, argv: Sequence[str], check: str | None = None, idempotent: bool = False
+    ) -> StepResult:
+        """Run a command whose effect is unknown in advance, as a logged step."""
+        if not argv:
+            raise ToolRefused("exec: no command given", "git wal exec -- CMD ARG...")
+        with self.store.locked():
+            head, lsn = self._next()
+            pre_tree = self.wt.snapshot()
+            crash_point("after-snapshot")
+            intent = Intent(
+                run=self.id, lsn=lsn, tool="exec", args={"argv": list(argv)},
+                target=(".",), pre=(pre_tree,), post=None, mode=(MODE_TREE,),
+                replay=REPLAY_SAFE if idempotent else REPLAY_UNSAFE,
+                key=f"{self.id}:{lsn}", check=check,
+            )
+            head = self.store.append([intent], [Ref(pre_tree, is_tree=True)], head)
+            crash_point("after-intent")
+            code = run_command(argv, self.wt, intent)
+            crash_point("after-exec")
+            return self._close_exec(intent, head, code)
+
+    def _close_exec(self, intent: Intent, head: CommitId, code: int) -> StepResult:
+        post_tree = self.wt.snapshot()
+        problem, output = "", ""
+        if code != 0:
+            problem = f"command exited with status {code}"
+        elif intent.check:
+            result = run_check(intent.check, self.wt, intent)
+            if not result.ok:
+                problem, output = f"check failed: {intent.check}", result.output
+        crash_point("after-verify")
+        pre_tree = TreeId(intent.pre[0])
+        if problem:
+            changed = self.wt.changed_paths(pre_tree, post_tree)
+            restored = self.wt.restore_paths(pre_tree, changed, f"r{intent.lsn}")
+            self._close(intent, head, Abort(
+                self.id, Lsn(intent.lsn + 1), intent.lsn, problem, tuple(restored), output
+            ), [Ref(post_tree, is_tree=True)])
+            raise StepFailed(
+                f"LSN {intent.lsn} exec aborted: {problem}; "
+                f"{len(restored)} changed path(s) restored",
+                "fix the cause and run the step again",
+            )
+        verified = "exit 0" + (f" && check ok: {intent.check}" if intent.check else "")
+        self._close(intent, head, Commit(
+            self.id, Lsn(intent.lsn + 1), intent.lsn, (post_tree,), verified
+        ), [Ref(post_tree, is_tree=True)])
+        return StepResult(intent.lsn, "exec", intent.target, "committed", (post_tree,))

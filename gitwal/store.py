@@ -1,0 +1,284 @@
+"""The log of one run: a chain of append commits under ``refs/wal/<run>``.
+
+This module is the only writer of ``refs/wal/*``. Layout (docs/format.md):
+each append is one commit, parent = the previous append, whose tree holds
+
+* ``<lsn:012d>.json``: one blob per record appended, canonical JSON;
+* ``obj-<oid>``: every object those records name (pre/post images, the trees
+  of a shell step), so that the log's ref keeps them alive through ``git gc``.
+
+Invariants kept here:
+
+* an append is visible only once durable: objects are fsynced (libgit2's
+  fsync mode plus the directories it does not sync) before the ref moves;
+* the ref moves by compare-and-swap against the head the writer read, under
+  an advisory lock this process holds, so no record is lost or reordered;
+* LSNs are dense: the n-th record of a run has LSN n.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+
+from .durable import crash_point, fsync_dir, makedirs_durable
+from .errors import CorruptLog, RunBusy, UnknownRun
+from .ids import CommitId, Lsn, RunId
+from .records import Plan, Record, decode, encode, summary
+
+REF_PREFIX = "refs/wal/"
+_RECORD_NAME = re.compile(r"(\d{12})\.json")
+_SIGNATURE = ("gitwal", "gitwal@localhost")
+
+pygit2.settings.enable_fsync_gitdir(True)
+
+
+def wal_dir(repo: pygit2.Repository) -> Path:
+    """gitwal's private directory inside this worktree's git dir."""
+    return Path(repo.path) / "wal"
+
+
+@dataclass(frozen=True)
+class Ref:
+    """An object a record names, to be kept reachable from the append commit."""
+
+    oid: str
+    is_tree: bool = False
+
+
+class Store:
+    """Reads and appends the records of one run."""
+
+    def __init__(self, repo: pygit2.Repository, run: RunId) -> None:
+        self.repo = repo
+        self.run = run
+        self.ref_name = REF_PREFIX + run
+        self._gitdir = Path(repo.path)
+        self._common = Path(_common_dir(repo))
+
+    # -- reading -----------------------------------------------------------
+
+    def exists(self) -> bool:
+        return self.ref_name in self.repo.references
+
+    def head(self) -> CommitId | None:
+        try:
+            ref = self.repo.references.get(self.ref_name)
+        except pygit2.InvalidSpecError:
+            raise UnknownRun(f"{self.run!r} is not a valid run id") from None
+        if ref is None:
+            return None
+        return CommitId(str(ref.target))
+
+    def records(self) -> list[Record]:
+        """Every record of the run, oldest first, validated as a chain."""
+        head = self.head()
+        if head is None:
+            raise UnknownRun(
+                f"no log for run {self.run}", "list runs with `git wal runs`"
+            )
+        out: list[Record] = []
+        oid: str | None = head
+        while oid is not None:
+            commit = self._commit(oid)
+            batch = self._commit_records(commit)
+            out.extend(reversed(batch))
+            parents = commit.parent_ids
+            if len(parents) > 1:
+                raise self._corrupt(oid, "an append commit has more than one parent")
+            oid = str(parents[0]) if parents else None
+        out.reverse()
+        for i, rec in enumerate(out, start=1):
+            if rec.lsn != i:
+                raise CorruptLog(
+                    f"log {self.ref_name}: expected LSN {i}, found {rec.lsn} "
+                    "(a record is missing, duplicated or out of order)",
+                    "the chain was rewritten outside gitwal; do not resume from it",
+                )
+        if not out or not isinstance(out[0], Plan):
+            raise CorruptLog(
+                f"log {self.ref_name}: the first record is not a plan",
+                "the ref does not hold a gitwal log",
+            )
+        return out
+
+    def last_lsn(self, head: CommitId) -> Lsn:
+        """The LSN of the newest record, read from the head commit's tree alone."""
+        batch = self._commit_records(self._commit(head))
+        return batch[-1].lsn
+
+    def _commit(self, oid: str) -> pygit2.Commit:
+        try:
+            obj = self.repo[oid]
+        except (KeyError, ValueError):
+            raise self._corrupt(oid, "object is missing from the repository") from None
+        if not isinstance(obj, pygit2.Commit):
+            raise self._corrupt(oid, f"expected a commit, found a {obj.type_str}")
+        return obj
+
+    def _commit_records(self, commit: pygit2.Commit) -> list[Record]:
+        """The records one append commit carries, in LSN order."""
+        oid = str(commit.id)
+        try:
+            tree = commit.tree
+        except (KeyError, pygit2.GitError):
+            raise self._corrupt(oid, "its tree is missing") from None
+        batch: list[Record] = []
+        for entry in tree:
+            m = _RECORD_NAME.fullmatch(entry.name or "")
+            if m is None:
+                continue
+            where = f"{self.ref_name} LSN {int(m.group(1))} (commit {oid[:12]})"
+            try:
+                blob = self.repo[entry.id]
+            except KeyError:
+                raise CorruptLog(f"{where}: record blob is missing") from None
+            if not isinstance(blob, pygit2.Blob):
+                raise CorruptLog(f"{where}: record is not a blob")
+            rec = decode(blob.data, where)
+            if rec.lsn != int(m.group(1)) or rec.run != self.run:
+                raise CorruptLog(
+                    f"{where}: record names LSN {rec.lsn} of run {rec.run!r}",
+                    "a foreign record was placed in this log; it is not trusted",
+                )
+            batch.append(rec)
+        if not batch:
+            raise self._corrupt(oid, "the append commit holds no record")
+        return batch
+
+    def _corrupt(self, oid: str, why: str) -> CorruptLog:
+        return CorruptLog(
+            f"log {self.ref_name}: commit {oid[:12]}: {why}",
+            "the log was damaged or rewritten outside gitwal; nothing past it is trusted",
+        )
+
+    # -- writing -----------------------------------------------------------
+
+    @contextmanager
+    def locked(self, wait: bool = True) -> Iterator[None]:
+        """Hold this run's advisory lock: one live gitwal writer per run.
+
+        The kernel drops the lock when the holder dies (even by SIGKILL), so a
+        ``refs/wal/<run>.lock`` found while we hold it is stale by definition.
+        """
+        lock_dir = wal_dir(self.repo) / "locks"
+        if not lock_dir.is_dir():
+            makedirs_durable(lock_dir)
+        fd = os.open(lock_dir / f"{self.run}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            except BlockingIOError:
+                raise RunBusy(
+                    f"run {self.run} is in use by another live gitwal process",
+                    "wait for it to finish, or stop it, then run the command again",
+                ) from None
+            yield
+        finally:
+            os.close(fd)
+
+    def stale_ref_lock(self) -> Path | None:
+        """A leftover ``refs/wal/<run>.lock`` (call only while holding :meth:`locked`)."""
+        path = self._common / (self.ref_name + ".lock")
+        return path if path.exists() else None
+
+    def clear_stale_ref_lock(self) -> bool:
+        path = self.stale_ref_lock()
+        if path is None:
+            return False
+        path.unlink()
+        fsync_dir(path.parent)
+        return True
+
+    def put_blob(self, data: bytes) -> str:
+        """Write a blob durably (libgit2 fsyncs the file and its fan-out dir)."""
+        return str(self.repo.create_blob(data))
+
+    def append(
+        self,
+        records: Sequence[Record],
+        refs: Sequence[Ref],
+        expect: CommitId | None,
+    ) -> CommitId:
+        """Append ``records`` in one commit, moving the ref from ``expect``.
+
+        Raises :class:`RunBusy` when the ref is no longer at ``expect``: the
+        caller re-reads and decides; nothing is overwritten.
+        """
+        tb = self.repo.TreeBuilder()
+        for rec in records:
+            blob = self.put_blob(encode(rec))
+            tb.insert(f"{rec.lsn:012d}.json", blob, pygit2.GIT_FILEMODE_BLOB)
+        for r in refs:
+            mode = pygit2.GIT_FILEMODE_TREE if r.is_tree else pygit2.GIT_FILEMODE_BLOB
+            tb.insert(f"obj-{r.oid}", pygit2.Oid(hex=r.oid), mode)
+        tree = tb.write()
+        sig = pygit2.Signature(*_SIGNATURE)
+        parents = [pygit2.Oid(hex=expect)] if expect else []
+        message = summary(records[-1]) + "\n"
+        commit = self.repo.create_commit(None, sig, sig, message, tree, parents)
+        self._sync_objects_dir()
+        crash_point("mid-append")
+        self._move_ref(commit, expect)
+        crash_point("after-append")
+        return CommitId(str(commit))
+
+    def _sync_objects_dir(self) -> None:
+        # libgit2 (fsync mode) syncs each object file and its objects/xx dir,
+        # but not objects/ itself when it had to create objects/xx.
+        fsync_dir(self._common / "objects")
+
+    def _move_ref(self, commit: pygit2.Oid, expect: CommitId | None) -> None:
+        refs_wal = self._common / "refs" / "wal"
+        new_dir = not refs_wal.is_dir()
+        try:
+            if expect is None:
+                self.repo.references.create(self.ref_name, commit, force=False)
+            else:
+                ref = self.repo.references[self.ref_name]
+                if str(ref.target) != expect:
+                    raise RunBusy(self._moved_msg(), "re-read the log and try again")
+                # set_target is libgit2's create_matching against the value
+                # read above: a compare-and-swap, not a blind overwrite.
+                ref.set_target(commit, "gitwal append")
+        except pygit2.AlreadyExistsError:
+            raise RunBusy(self._moved_msg(), "re-read the log and try again") from None
+        except pygit2.GitError as e:
+            if "does not match" in str(e):
+                raise RunBusy(self._moved_msg(), "re-read the log and try again") from None
+            raise
+        except OSError as e:
+            if "lock" in str(e):
+                raise RunBusy(
+                    f"the ref {self.ref_name} is locked ({self.ref_name}.lock exists)",
+                    "if no git process is running, `git wal recover` clears a stale lock",
+                ) from None
+            raise
+        fsync_dir(refs_wal)
+        if new_dir:
+            fsync_dir(refs_wal.parent)
+
+    def _moved_msg(self) -> str:
+        return f"the log {self.ref_name} moved while this process was appending"
+
+
+def _common_dir(repo: pygit2.Repository) -> str:
+    """The git dir shared by all worktrees (refs and objects live there)."""
+    gitdir = Path(repo.path)
+    common = gitdir / "commondir"
+    if common.exists():
+        return str((gitdir / common.read_text().strip()).resolve())
+    return str(gitdir)
+
+
+def list_runs(repo: pygit2.Repository) -> list[RunId]:
+    """Run ids with a log, oldest first (run ids sort by time)."""
+    names = [r[len(REF_PREFIX) :] for r in repo.references if r.startswith(REF_PREFIX)]
+    return [RunId(n) for n in sorted(names)]

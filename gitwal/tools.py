@@ -1,0 +1,159 @@
+"""End-state tools as pure functions: (pre-images, args) -> post-images.
+
+Nothing here touches the disk. A tool either returns the exact bytes each
+target must hold afterwards (``None`` for "absent"), or raises
+:class:`ToolRefused` -- before anything is logged. Because the post-image is
+known in advance, recovery decides by comparing hashes, never by guessing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ToolRefused
+
+Content = bytes | None  # None: the path does not exist
+MODE_FILE = 0o100644
+
+_IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+_IDENT_CHARS = r"A-Za-z0-9_$"
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    path_args: tuple[str, ...]  # argument names that are paths, in target order
+    apply: Callable[[tuple[Content, ...], Mapping[str, Any]], tuple[Content, ...]]
+
+
+def _text(data: Content, path: str, tool: str) -> str:
+    if data is None:
+        raise ToolRefused(f"{tool}: {path} does not exist", "check the path with `ls`")
+    if b"\0" in data:
+        raise ToolRefused(
+            f"{tool}: {path} is a binary file", "use write-file to replace binary files"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ToolRefused(
+            f"{tool}: {path} is not UTF-8 text", "use write-file for this file"
+        ) from None
+
+
+def _str_arg(args: Mapping[str, Any], name: str, tool: str) -> str:
+    value = args.get(name)
+    if not isinstance(value, str):
+        raise ToolRefused(f"{tool}: argument {name!r} must be a string")
+    return value
+
+
+def _write_file(pre: tuple[Content, ...], args: Mapping[str, Any]) -> tuple[Content, ...]:
+    content = args.get("content")
+    if not isinstance(content, bytes):
+        raise ToolRefused("write_file: argument 'content' must be bytes")
+    return (content,)
+
+
+def _replace_symbol(pre: tuple[Content, ...], args: Mapping[str, Any]) -> tuple[Content, ...]:
+    path = _str_arg(args, "path", "replace_symbol")
+    old = _str_arg(args, "old", "replace_symbol")
+    new = _str_arg(args, "new", "replace_symbol")
+    for name, value in (("old", old), ("new", new)):
+        if not _IDENT.fullmatch(value):
+            raise ToolRefused(
+                f"replace_symbol: {name} {value!r} is not an identifier",
+                "use replace-text for anything that is not a single identifier",
+            )
+    text = _text(pre[0], path, "replace_symbol")
+    # Identifier boundaries make the rename an end state: once no whole-word
+    # `old` is left, running it again changes nothing.
+    pattern = re.compile(rf"(?<![{_IDENT_CHARS}]){re.escape(old)}(?![{_IDENT_CHARS}])")
+    return (pattern.sub(lambda _m: new, text).encode("utf-8"),)
+
+
+def _replace_text(pre: tuple[Content, ...], args: Mapping[str, Any]) -> tuple[Content, ...]:
+    path = _str_arg(args, "path", "replace_text")
+    old = _str_arg(args, "old", "replace_text")
+    new = _str_arg(args, "new", "replace_text")
+    if not old:
+        raise ToolRefused("replace_text: the old text is empty")
+    text = _text(pre[0], path, "replace_text")
+    count = text.count(old)
+    if count != 1:
+        raise ToolRefused(
+            f"replace_text: the old text occurs {count} times in {path}; it must occur "
+            "exactly once",
+            "include more surrounding text so the match is unique",
+        )
+    return (text.replace(old, new, 1).encode("utf-8"),)
+
+
+def _ensure_line(pre: tuple[Content, ...], args: Mapping[str, Any]) -> tuple[Content, ...]:
+    line = _str_arg(args, "line", "ensure_line")
+    if "\n" in line or "\r" in line:
+        raise ToolRefused("ensure_line: the line must not contain a line break")
+    data = pre[0] or b""
+    if data:
+        _text(data, _str_arg(args, "path", "ensure_line"), "ensure_line")
+    encoded = line.encode("utf-8")
+    if any(existing.rstrip(b"\r") == encoded for existing in data.split(b"\n")):
+        return (data,)
+    # Keep the file's own line endings.
+    eol = b"\r\n" if b"\r\n" in data else b"\n"
+    if data and not data.endswith(b"\n"):
+        data += eol
+    return (data + encoded + eol,)
+
+
+def _delete_file(pre: tuple[Content, ...], args: Mapping[str, Any]) -> tuple[Content, ...]:
+    if pre[0] is None:
+        path = _str_arg(args, "path", "delete_file")
+        raise ToolRefused(f"delete_file: {path} does not exist")
+    return (None,)
+
+
+def _move_file(pre: tuple[Content, ...], args: Mapping[str, Any]) -> tuple[Content, ...]:
+    src = _str_arg(args, "src", "move_file")
+    dst = _str_arg(args, "dst", "move_file")
+    if src == dst:
+        raise ToolRefused("move_file: source and destination are the same path")
+    if pre[0] is None:
+        raise ToolRefused(f"move_file: {src} does not exist")
+    if pre[1] is not None:
+        raise ToolRefused(
+            f"move_file: {dst} already exists", "delete it first, or pick another name"
+        )
+    return (None, pre[0])
+
+
+TOOLS: dict[str, Tool] = {
+    t.name: t
+    for t in (
+        Tool("write_file", ("path",), _write_file),
+        Tool("replace_symbol", ("path",), _replace_symbol),
+        Tool("replace_text", ("path",), _replace_text),
+        Tool("ensure_line", ("path",), _ensure_line),
+        Tool("delete_file", ("path",), _delete_file),
+        Tool("move_file", ("src", "dst"), _move_file),
+    )
+}
+
+
+def get(name: str) -> Tool:
+    tool = TOOLS.get(name)
+    if tool is None:
+        raise ToolRefused(
+            f"unknown tool {name!r}", f"tools: {', '.join(sorted(TOOLS))}, and exec"
+        )
+    return tool
+
+
+def post_modes(tool: str, pre_modes: tuple[int, ...]) -> tuple[int, ...]:
+    """The git mode each target gets: edits keep the mode; a move carries it."""
+    if tool == "move_file":
+        return (0, pre_modes[0] or MODE_FILE)
+    return tuple(m or MODE_FILE for m in pre_modes)

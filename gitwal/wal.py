@@ -1,0 +1,154 @@
+"""The entry point a harness imports: open a repository, begin or find runs,
+recover. Which run is current is kept per worktree inside the git dir."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+
+from .durable import atomic_write, makedirs_durable
+from .errors import NotARepository, UnknownRun, WalError
+from .ids import Lsn, RunId, valid_run_id
+from .records import Abort, Commit, Intent, Plan
+from .recovery import Recovery, Report
+from .run import Run
+from .store import Store, list_runs, wal_dir
+from .worktree import Worktree
+
+
+def new_run_id() -> RunId:
+    """Sorts by creation time, safe as a ref and file name."""
+    return RunId(time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(2))
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    run: RunId
+    task: str
+    records: int
+    open_intents: tuple[Lsn, ...]
+    current: bool
+
+
+@dataclass(frozen=True)
+class Status:
+    run: RunId
+    task: str
+    records: int
+    committed: tuple[Lsn, ...]
+    aborted: tuple[Lsn, ...]
+    open: tuple[Lsn, ...]
+    next_lsn: Lsn
+
+
+class Wal:
+    """A repository's write-ahead logs."""
+
+    def __init__(self, path: str | os.PathLike[str] = ".") -> None:
+        try:
+            found = pygit2.discover_repository(str(path))
+        except pygit2.GitError:
+            found = None
+        if found is None:
+            raise NotARepository(
+                f"not a git repository: {Path(path).resolve()}",
+                "run this inside a git working tree (or `git init` one first)",
+            )
+        self.repo = pygit2.Repository(found)
+        self.wt = Worktree(self.repo)
+
+    # -- runs ------------------------------------------------------------
+
+    def begin(
+        self, task: str = "", run_id: str | None = None, steps: Sequence[str] = ()
+    ) -> Run:
+        """Start a run: write its plan (LSN 1) and make it current."""
+        rid = RunId(run_id) if run_id else new_run_id()
+        if not valid_run_id(rid):
+            raise WalError(f"invalid run id {rid!r}",
+                           "use letters, digits, '.', '_' and '-' (up to 100)")
+        if self.repo.head_is_unborn:
+            raise WalError("the repository has no commit yet (HEAD is unborn)",
+                           "make a first commit, then begin a run")
+        store = Store(self.repo, rid)
+        if store.exists():
+            raise WalError(f"run {rid} already exists",
+                           "pick another --run id, or omit --run for a fresh one")
+        branch = None if self.repo.head_is_detached else self.repo.head.shorthand
+        plan = Plan(rid, Lsn(1), task, str(self.repo.head.target), branch, tuple(steps))
+        with store.locked():
+            store.append([plan], [], None)
+        self._set_current(rid)
+        return Run(store, self.wt)
+
+    def run(self, run_id: str | None = None) -> Run:
+        """The named run, or the current one."""
+        rid = RunId(run_id) if run_id else self.current()
+        if not valid_run_id(rid):
+            raise UnknownRun(f"invalid run id {rid!r}", "list runs with `git wal runs`")
+        store = Store(self.repo, rid)
+        if not store.exists():
+            raise UnknownRun(f"no run {rid}", "list runs with `git wal runs`")
+        return Run(store, self.wt)
+
+    def current(self) -> RunId:
+        path = wal_dir(self.repo) / "current"
+        try:
+            rid = path.read_text().strip()
+        except FileNotFoundError:
+            raise UnknownRun("no current run in this worktree",
+                             "start one with `git wal begin --task TEXT`") from None
+        return RunId(rid)
+
+    def _set_current(self, rid: RunId) -> None:
+        d = wal_dir(self.repo)
+        if not d.is_dir():
+            makedirs_durable(d)
+        atomic_write(d / "current", (rid + "\n").encode(), tag="new")
+
+    def runs(self) -> list[RunInfo]:
+        try:
+            current: str | None = self.current()
+        except UnknownRun:
+            current = None
+        out = []
+        for rid in list_runs(self.repo):
+            st = self.status(rid)
+            out.append(RunInfo(rid, st.task, st.records, st.open, rid == current))
+        return out
+
+    def status(self, run_id: str | None = None) -> Status:
+        run = self.run(run_id)
+        records = run.records()
+        plan = records[0]
+        assert isinstance(plan, Plan)
+        closed = {r.intent: r for r in records if isinstance(r, (Commit, Abort))}
+        intents = [r.lsn for r in records if isinstance(r, Intent)]
+        return Status(
+            run.id, plan.task, len(records),
+            tuple(i for i in intents if isinstance(closed.get(i), Commit)),
+            tuple(i for i in intents if isinstance(closed.get(i), Abort)),
+            tuple(i for i in intents if i not in closed),
+            Lsn(len(records) + 1),
+        )
+
+    # -- recovery --------------------------------------------------------
+
+    def recover(
+        self, run_id: str | None = None, redo: bool = False, restore: bool = False
+    ) -> Report:
+        """Decide every open intent, repair, and report (see recovery.py)."""
+        run = self.run(run_id)
+        with run.store.locked(wait=False):
+            return Recovery(run.store, self.wt, redo, restore).run()
+
+    def report(self, run_id: str | None = None) -> Report:
+        """The same report without changing anything (for `git wal prompt`)."""
+        run = self.run(run_id)
+        return Recovery(run.store, self.wt, False, False).run(dry_run=True)
