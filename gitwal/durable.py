@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import signal
 from pathlib import Path
+from typing import NoReturn
 
 CRASH_POINTS = (
     "mid-append",  # record objects written, ref not yet moved
@@ -36,19 +37,24 @@ _target = int(_nth) if _nth.isdigit() else 1
 _seen = 0
 
 
-def crash_point(name: str) -> None:
-    """SIGKILL this process if ``GITWAL_CRASH_AT`` names this point (and count)."""
+def crash_due(name: str) -> bool:
+    """Count one arrival at the point; True on the arrival that must crash."""
     global _seen
     if name != _name:  # the common case: one string compare, nothing else
-        return
+        return False
     _seen += 1
-    if _seen == _target:
-        os.kill(os.getpid(), signal.SIGKILL)
+    return _seen == _target
 
 
-def crash_armed(name: str) -> bool:
-    """True when the next :func:`crash_point` of that name will kill us."""
-    return name == _name and _seen + 1 == _target
+def die() -> NoReturn:
+    os.kill(os.getpid(), signal.SIGKILL)
+    raise SystemExit(137)  # not reached: SIGKILL cannot be caught
+
+
+def crash_point(name: str) -> None:
+    """SIGKILL this process if ``GITWAL_CRASH_AT`` names this point (and count)."""
+    if crash_due(name):
+        die()
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:
@@ -82,7 +88,7 @@ def temp_name(path: Path, tag: str) -> Path:
 
 def atomic_write(path: Path, data: bytes, mode: int = 0o644, tag: str = "w") -> None:
     """Replace ``path`` with ``data``: temp file, fsync, rename, fsync directory."""
-    if crash_armed("mid-write"):
+    if crash_due("mid-write"):
         _torn_write(path, data)
     tmp = temp_name(path, tag)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -104,10 +110,10 @@ def unlink_durable(path: Path) -> None:
     fsync_dir(path.parent)
 
 
-def _torn_write(path: Path, data: bytes) -> None:
+def _torn_write(path: Path, data: bytes) -> NoReturn:
     """What a non-atomic writer leaves when it dies half-way: then die."""
     with open(path, "wb") as f:
         f.write(data[: max(1, len(data) // 2)])
         f.flush()
         os.fsync(f.fileno())
-    crash_point("mid-write")
+    die()

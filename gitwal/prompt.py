@@ -13,25 +13,27 @@ if TYPE_CHECKING:
     from .recovery import Outcome, Report
 
 
-def redo_command(tool: str, args: dict[str, Any]) -> str:
+def redo_command(tool: str, args: dict[str, Any], step: int | None = None) -> str:
     """The `git wal` command line that performs the step again."""
     q = shlex.quote
+    opt = f" --step {step}" if step is not None else ""
     if tool == "exec":
-        return "git wal exec -- " + " ".join(q(a) for a in args.get("argv", []))
+        return f"git wal exec{opt} -- " + " ".join(q(a) for a in args.get("argv", []))
+    apply = f"git wal apply{opt}"
     if tool == "write_file":
         return (f"git cat-file blob {args['content']} | "
-                f"git wal apply write-file {q(args['path'])} --from -")
+                f"{apply} write-file {q(args['path'])} --from -")
     if tool == "replace_symbol":
-        return f"git wal apply replace-symbol {q(args['path'])} {q(args['old'])} {q(args['new'])}"
+        return f"{apply} replace-symbol {q(args['path'])} {q(args['old'])} {q(args['new'])}"
     if tool == "replace_text":
-        return (f"git wal apply replace-text {q(args['path'])} --old {q(args['old'])} "
+        return (f"{apply} replace-text {q(args['path'])} --old {q(args['old'])} "
                 f"--new {q(args['new'])}")
     if tool == "ensure_line":
-        return f"git wal apply ensure-line {q(args['path'])} {q(args['line'])}"
+        return f"{apply} ensure-line {q(args['path'])} {q(args['line'])}"
     if tool == "delete_file":
-        return f"git wal apply delete-file {q(args['path'])}"
+        return f"{apply} delete-file {q(args['path'])}"
     if tool == "move_file":
-        return f"git wal apply move-file {q(args['src'])} {q(args['dst'])}"
+        return f"{apply} move-file {q(args['src'])} {q(args['dst'])}"
     return f"{tool} {args}"
 
 
@@ -44,9 +46,16 @@ def describe(tool: str, args: dict[str, Any], target: tuple[str, ...]) -> str:
 
 
 def remaining_steps(report: Report) -> list[tuple[int, str]]:
-    """Plan steps not yet covered: the n-th committed step completes plan step n."""
-    done = len(report.committed)
-    return [(i, s) for i, s in enumerate(report.plan.steps, start=1) if i > done]
+    """Plan steps that no committed intent has carried out.
+
+    Intents name their plan step (``step``); a run whose intents never do is
+    read as "the n-th committed intent carries out plan step n".
+    """
+    steps = list(enumerate(report.plan.steps, start=1))
+    if any(i.step is not None for i in report.committed):
+        done = {i.step for i in report.committed}
+        return [(n, s) for n, s in steps if n not in done]
+    return steps[len(report.committed):]
 
 
 def render(report: Report) -> str:
@@ -56,8 +65,8 @@ def render(report: Report) -> str:
     if report.committed:
         last = report.committed[-1]
         lines.append(
-            f"Committed: {len(report.committed)} step(s), the last at LSN {last[0]} "
-            f"({describe(last[1], {}, last[2])}). "
+            f"Committed: {len(report.committed)} step(s), the last at LSN {last.lsn} "
+            f"({describe(last.tool, last.args, last.target)}). "
             "Those are done and verified: do not redo them."
         )
     else:
@@ -77,14 +86,17 @@ def render(report: Report) -> str:
     if report.cleared_lock:
         lines.append("A stale ref lock from the interrupted process was cleared.")
     rest = remaining_steps(report)
-    if report.in_doubt:
+    if any(o.action == "none" for o in report.outcomes):
+        action = (f"Action: run `git wal recover --run {report.run}` first; it decides the "
+                  "open intent above and repairs the tree.")
+    elif report.in_doubt:
         o = next(o for o in report.outcomes if o.open)
         action = (f"Action: decide LSN {o.lsn} before anything else. Inspect the changed "
                   f"paths; `git wal recover --run {report.run} --restore` puts them back "
                   "to the pre tree, after which the step can be run again.")
     elif redo:
         action = "Action: " + "; then ".join(
-            f"redo LSN {o.lsn} with `{redo_command(o.tool, o.args)}`" for o in redo
+            f"redo LSN {o.lsn} with `{redo_command(o.tool, o.args, o.step)}`" for o in redo
         )
         if len(rest) > len(redo):
             nxt = rest[len(redo)]

@@ -47,6 +47,7 @@ class Intent:
     replay: str
     key: str  # idempotency key "<run>:<lsn>"
     check: str | None = None
+    step: int | None = None  # the plan step (1-based) this intent carries out
 
 
 @dataclass(frozen=True)
@@ -185,9 +186,12 @@ def _build(cls: type[Record], body: dict[str, Any]) -> Record:
         check = body.get("check")
         if check is not None and not isinstance(check, str):
             raise ValueError("check must be a string or null")
+        step = body.get("step")
+        if step is not None and (not isinstance(step, int) or isinstance(step, bool)):
+            raise ValueError("step must be an integer or null")
         return Intent(
             run, lsn, req("tool", str), req("args", dict), target, pre, post, mode,
-            replay, req("key", str), check,
+            replay, req("key", str), check, step,
         )
     if cls is Commit:
         recovered = body.get("recovered", False)

@@ -29,6 +29,7 @@ import pygit2
 from .durable import crash_point
 from .effects import apply_post, restore_pre, run_check, run_command
 from .ids import ABSENT, CommitId, Lsn, TreeId
+from .prompt import redo_command, remaining_steps, render
 from .records import REPLAY_SAFE, Abort, Commit, Intent, Plan, Record, to_dict
 from .store import Ref, Store
 from .worktree import Worktree
@@ -52,6 +53,7 @@ class Outcome:
     detail: str
     changed: tuple[str, ...] = ()  # exec: paths that differ from the pre tree
     open: bool = False  # still open after recovery (needs a decision)
+    step: int | None = None  # the plan step the intent carries out
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,7 @@ class Report:
     run: str
     plan: Plan
     records: int
-    committed: tuple[tuple[Lsn, str, tuple[str, ...]], ...]  # (lsn, tool, target)
+    committed: tuple[Intent, ...]  # committed intents, in LSN order
     aborted: tuple[Lsn, ...]
     outcomes: tuple[Outcome, ...]
     drift: tuple[Drift, ...]
@@ -82,7 +84,7 @@ class Report:
 
     @property
     def last_committed(self) -> Lsn | None:
-        return self.committed[-1][0] if self.committed else None
+        return self.committed[-1].lsn if self.committed else None
 
     @property
     def next_lsn(self) -> Lsn:
@@ -95,19 +97,23 @@ class Report:
             "base": self.plan.base,
             "branch": self.plan.branch,
             "steps": list(self.plan.steps),
+            "remaining_steps": [
+                {"step": n, "text": text} for n, text in remaining_steps(self)
+            ],
             "records": self.records,
             "next_lsn": self.next_lsn,
             "committed_through": self.last_committed,
             "committed": [
-                {"lsn": lsn, "tool": tool, "target": list(target)}
-                for lsn, tool, target in self.committed
+                {"lsn": i.lsn, "tool": i.tool, "target": list(i.target), "step": i.step}
+                for i in self.committed
             ],
             "aborted": list(self.aborted),
             "intents": [
                 {
                     "lsn": o.lsn, "tool": o.tool, "args": o.args, "target": list(o.target),
                     "outcome": o.outcome, "action": o.action, "detail": o.detail,
-                    "changed": list(o.changed), "open": o.open,
+                    "changed": list(o.changed), "open": o.open, "step": o.step,
+                    "redo": redo_command(o.tool, o.args, o.step),
                 }
                 for o in self.outcomes
             ],
@@ -121,8 +127,6 @@ class Report:
         }
 
     def prompt(self) -> str:
-        from .prompt import render
-
         return render(self)
 
 
@@ -183,7 +187,7 @@ class Recovery:
     def _outcome(self, intent: Intent, outcome: str, action: str, detail: str,
                  changed: tuple[str, ...] = (), open_: bool = False) -> Outcome:
         return Outcome(intent.lsn, intent.tool, intent.args, intent.target, outcome,
-                       action, detail, changed, open_)
+                       action, detail, changed, open_, intent.step)
 
     def _decide(self, intent: Intent, dry_run: bool) -> Outcome:
         if intent.tool == "exec":
@@ -192,7 +196,7 @@ class Recovery:
         now = tuple(self.wt.state(p) for p in intent.target)
         if now == intent.post:
             if dry_run:
-                return self._outcome(intent, APPLIED, "none", "dry run")
+                return self._outcome(intent, APPLIED, "none", "applied; commit is missing")
             return self._commit_found(intent, APPLIED, "applied; commit was missing",
                                       "committed")
         outcome, detail = NOT_APPLIED, "not applied"
@@ -241,7 +245,9 @@ class Recovery:
         if now != pre_tree:
             changed = tuple(self.wt.changed_paths(pre_tree, now))
             detail = f"command may have run: {len(changed)} path(s) differ from the pre tree"
-            if self.restore and not dry_run:
+            if dry_run:
+                return self._outcome(intent, IN_DOUBT, "none", detail, changed, True)
+            if self.restore:
                 restored = self.wt.restore_paths(pre_tree, list(changed), f"r{intent.lsn}")
                 self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
                                    "recovery: in doubt; restored the pre tree",
@@ -250,7 +256,7 @@ class Recovery:
                                      detail + "; restored to the pre tree", changed)
             return self._outcome(intent, IN_DOUBT, "left-open", detail, changed, True)
         if dry_run:
-            return self._outcome(intent, NOT_APPLIED, "none", "dry run")
+            return self._outcome(intent, NOT_APPLIED, "none", "not applied")
         if self.redo and intent.replay == REPLAY_SAFE:
             code = run_command(intent.args["argv"], self.wt, intent)
             post = self.wt.snapshot()
@@ -279,10 +285,10 @@ class Recovery:
 
 def summarise(
     records: list[Record], wt: Worktree, repo: pygit2.Repository
-) -> tuple[tuple[tuple[Lsn, str, tuple[str, ...]], ...], tuple[Lsn, ...], tuple[Drift, ...]]:
+) -> tuple[tuple[Intent, ...], tuple[Lsn, ...], tuple[Drift, ...]]:
     """Committed steps, aborted intents, and drift of committed paths."""
     intents = {r.lsn: r for r in records if isinstance(r, Intent)}
-    committed: list[tuple[Lsn, str, tuple[str, ...]]] = []
+    committed: list[Intent] = []
     aborted: list[Lsn] = []
     expected: dict[str, tuple[str, Lsn]] = {}
     for rec in records:
@@ -291,7 +297,7 @@ def summarise(
         if not isinstance(rec, Commit):
             continue
         intent = intents[rec.intent]
-        committed.append((intent.lsn, intent.tool, intent.target))
+        committed.append(intent)
         if intent.tool == "exec":
             for path in wt.changed_paths(TreeId(intent.pre[0]), TreeId(rec.post[0])):
                 expected[path] = (_tree_state(repo, rec.post[0], path), intent.lsn)

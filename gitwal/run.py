@@ -76,7 +76,9 @@ class Run:
 
     # -- file tools --------------------------------------------------------
 
-    def apply(self, tool: str, check: str | None = None, **args: Any) -> StepResult:
+    def apply(
+        self, tool: str, check: str | None = None, step: int | None = None, **args: Any
+    ) -> StepResult:
         """Run one end-state tool as a logged step; raises StepFailed on abort."""
         spec = tools.get(tool)
         paths = []
@@ -111,7 +113,7 @@ class Run:
             intent = Intent(
                 run=self.id, lsn=lsn, tool=tool, args=logged, target=tuple(paths),
                 pre=tuple(pre_ids), post=tuple(post_ids), mode=tuple(pre_modes),
-                replay=REPLAY_SAFE, key=f"{self.id}:{lsn}", check=check,
+                replay=REPLAY_SAFE, key=f"{self.id}:{lsn}", check=check, step=step,
             )
             head = self.store.append([intent], sorted(refs, key=lambda r: r.oid), head)
             crash_point("after-intent")
@@ -151,7 +153,11 @@ class Run:
     # -- shell steps -------------------------------------------------------
 
     def exec(
-        self, argv: Sequence[str], check: str | None = None, idempotent: bool = False
+        self,
+        argv: Sequence[str],
+        check: str | None = None,
+        idempotent: bool = False,
+        step: int | None = None,
     ) -> StepResult:
         """Run a command whose effect is unknown in advance, as a logged step."""
         if not argv:
@@ -164,7 +170,7 @@ class Run:
                 run=self.id, lsn=lsn, tool="exec", args={"argv": list(argv)},
                 target=(".",), pre=(pre_tree,), post=None, mode=(MODE_TREE,),
                 replay=REPLAY_SAFE if idempotent else REPLAY_UNSAFE,
-                key=f"{self.id}:{lsn}", check=check,
+                key=f"{self.id}:{lsn}", check=check, step=step,
             )
             head = self.store.append([intent], [Ref(pre_tree, is_tree=True)], head)
             crash_point("after-intent")

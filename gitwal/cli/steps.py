@@ -15,6 +15,8 @@ RUN = click.option("--run", "run_id", metavar="ID", help="Run id (default: the c
 CHECK = click.option("--check", metavar="CMD",
                      help="Verification command; the step commits only if it exits 0.")
 JSON = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+STEP = click.option("--step", "step", type=click.IntRange(min=1), metavar="N",
+                    help="The plan step (1-based) this step carries out.")
 
 
 @main.command()
@@ -45,17 +47,19 @@ def _report(result: StepResult, as_json: bool) -> None:
 @main.group()
 @RUN
 @CHECK
+@STEP
 @JSON
 @click.pass_context
-def apply(ctx: click.Context, run_id: str | None, check: str | None, as_json: bool) -> None:
+def apply(ctx: click.Context, run_id: str | None, check: str | None, step: int | None,
+          as_json: bool) -> None:
     """Apply one end-state tool as a logged, verified step."""
-    ctx.obj = {"run": run_id, "check": check, "json": as_json}
+    ctx.obj = {"run": run_id, "check": check, "step": step, "json": as_json}
 
 
 def _apply(ctx: click.Context, tool: str, **args: Any) -> None:
     opts = ctx.obj
     run = Wal(".").run(opts["run"])
-    _report(run.apply(tool, check=opts["check"], **args), opts["json"])
+    _report(run.apply(tool, check=opts["check"], step=opts["step"], **args), opts["json"])
 
 
 @apply.command("write-file")
@@ -130,11 +134,12 @@ def move_file(ctx: click.Context, src: str, dst: str) -> None:
 @CHECK
 @click.option("--idempotent", is_flag=True,
               help="Declare the command safe to run again (recovery may redo it).")
+@STEP
 @JSON
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
 @handled
-def exec_(run_id: str | None, check: str | None, idempotent: bool, as_json: bool,
-          argv: tuple[str, ...]) -> None:
+def exec_(run_id: str | None, check: str | None, idempotent: bool, step: int | None,
+          as_json: bool, argv: tuple[str, ...]) -> None:
     """Run a shell command as a logged step (snapshots before and after)."""
     run = Wal(".").run(run_id)
-    _report(run.exec(list(argv), check=check, idempotent=idempotent), as_json)
+    _report(run.exec(list(argv), check=check, idempotent=idempotent, step=step), as_json)
