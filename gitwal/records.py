@@ -113,13 +113,14 @@ def decode(data: bytes, where: str) -> Record:
     if not isinstance(raw, dict):
         raise _corrupt(where, "not a JSON object")
     version = raw.get("v")
-    if version != FORMAT_VERSION:
+    if type(version) is not int or version != FORMAT_VERSION:
         raise CorruptLog(
             f"{where}: record format version {version!r} is not supported "
             f"(this gitwal reads version {FORMAT_VERSION})",
             "upgrade gitwal to read this log, or check that the ref holds a gitwal log",
         )
-    cls = _TYPES.get(raw.get("type"))  # type: ignore[arg-type]
+    kind = raw.get("type")
+    cls = _TYPES.get(kind) if isinstance(kind, str) else None
     if cls is None:
         raise _corrupt(where, f"unknown record type {raw.get('type')!r}")
     fields = cls.__dataclass_fields__
@@ -160,7 +161,7 @@ def _build(cls: type[Record], body: dict[str, Any]) -> Record:
         steps = req("steps", list)
         if not all(isinstance(s, str) for s in steps):
             raise ValueError("steps must be strings")
-        branch = body.get("branch")
+        branch = req("branch", (str, type(None)))
         if branch is not None and not isinstance(branch, str):
             raise ValueError("branch must be a string or null")
         base = req("base", str)
@@ -171,10 +172,14 @@ def _build(cls: type[Record], body: dict[str, Any]) -> Record:
         target = tuple(req("target", list))
         if not target or not all(isinstance(t, str) for t in target):
             raise ValueError("target must be a non-empty list of paths")
+        tool = req("tool", str)
         pre = ids("pre")
-        post = None if body.get("post") is None else ids("post")
+        req("post", (list, type(None)))
+        post = None if body["post"] is None else ids("post")
+        if (post is None) != (tool == "exec"):
+            raise ValueError("post must be null for exec and a list for every other tool")
         mode = tuple(req("mode", list))
-        if not all(isinstance(m, int) for m in mode):
+        if not all(type(m) is int for m in mode):
             raise ValueError("mode must be integers")
         if len(pre) != len(target) or len(mode) != len(target):
             raise ValueError("pre and mode must have one entry per target")
@@ -190,7 +195,7 @@ def _build(cls: type[Record], body: dict[str, Any]) -> Record:
         if step is not None and (not isinstance(step, int) or isinstance(step, bool)):
             raise ValueError("step must be an integer or null")
         return Intent(
-            run, lsn, req("tool", str), req("args", dict), target, pre, post, mode,
+            run, lsn, tool, req("args", dict), target, pre, post, mode,
             replay, req("key", str), check, step,
         )
     if cls is Commit:

@@ -117,7 +117,17 @@ class Run:
             )
             head = self.store.append([intent], sorted(refs, key=lambda r: r.oid), head)
             crash_point("after-intent")
-            apply_post(self.wt, intent)
+            try:
+                apply_post(self.wt, intent)
+            except OSError as e:
+                # The intent is durable: close it, so the log never keeps an
+                # intent open that no crash explains.
+                restored = restore_pre(self.wt, intent)
+                self._close(intent, head, Abort(
+                    self.id, Lsn(intent.lsn + 1), intent.lsn, f"write failed: {e}", restored
+                ))
+                raise StepFailed(f"LSN {intent.lsn} {tool} aborted: could not write: {e}",
+                                 "check permissions and free space, then apply it again") from e
             crash_point("after-apply")
             return self._verify_and_close(intent, head)
 

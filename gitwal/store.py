@@ -36,6 +36,7 @@ from .records import Plan, Record, decode, encode, summary
 REF_PREFIX = "refs/wal/"
 _RECORD_NAME = re.compile(r"(\d{12})\.json")
 _SIGNATURE = ("gitwal", "gitwal@localhost")
+_UNTRUSTED = "the log was damaged or rewritten outside gitwal; nothing past it is trusted"
 
 pygit2.settings.enable_fsync_gitdir(True)
 
@@ -139,9 +140,9 @@ class Store:
             try:
                 blob = self.repo[entry.id]
             except KeyError:
-                raise CorruptLog(f"{where}: record blob is missing") from None
+                raise CorruptLog(f"{where}: record blob is missing", _UNTRUSTED) from None
             if not isinstance(blob, pygit2.Blob):
-                raise CorruptLog(f"{where}: record is not a blob")
+                raise CorruptLog(f"{where}: record is not a blob", _UNTRUSTED)
             rec = decode(blob.data, where)
             if rec.lsn != int(m.group(1)) or rec.run != self.run:
                 raise CorruptLog(
@@ -156,7 +157,7 @@ class Store:
     def _corrupt(self, oid: str, why: str) -> CorruptLog:
         return CorruptLog(
             f"log {self.ref_name}: commit {oid[:12]}: {why}",
-            "the log was damaged or rewritten outside gitwal; nothing past it is trusted",
+            _UNTRUSTED,
         )
 
     # -- writing -----------------------------------------------------------

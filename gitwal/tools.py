@@ -82,20 +82,26 @@ def _replace_text(pre: tuple[Content, ...], args: Mapping[str, Any]) -> tuple[Co
     if not old:
         raise ToolRefused("replace_text: the old text is empty")
     text = _text(pre[0], path, "replace_text")
-    count = text.count(old)
-    if count != 1:
+    # find(), not count(): count() skips overlapping matches ("aa" in "aaa").
+    starts = []
+    at = text.find(old)
+    while at >= 0:
+        starts.append(at)
+        at = text.find(old, at + 1)
+    if len(starts) != 1:
         raise ToolRefused(
-            f"replace_text: the old text occurs {count} times in {path}; it must occur "
-            "exactly once",
+            f"replace_text: the old text occurs {len(starts)} times in {path}; it must "
+            "occur exactly once",
             "include more surrounding text so the match is unique",
         )
-    return (text.replace(old, new, 1).encode("utf-8"),)
+    at = starts[0]
+    return ((text[:at] + new + text[at + len(old) :]).encode("utf-8"),)
 
 
 def _ensure_line(pre: tuple[Content, ...], args: Mapping[str, Any]) -> tuple[Content, ...]:
     line = _str_arg(args, "line", "ensure_line")
-    if "\n" in line or "\r" in line:
-        raise ToolRefused("ensure_line: the line must not contain a line break")
+    if "\n" in line or "\r" in line or "\0" in line:
+        raise ToolRefused("ensure_line: the line must not contain a line break or NUL")
     data = pre[0] or b""
     if data:
         _text(data, _str_arg(args, "path", "ensure_line"), "ensure_line")

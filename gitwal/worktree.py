@@ -62,6 +62,12 @@ class Worktree:
                 f"refused path {path!r}: gitwal never writes inside .git", hint
             )
         full = self.root / rel
+        for parent in Path(rel).parents:
+            p = self.root / parent
+            if p.exists() and not p.is_dir():
+                raise PathRefused(
+                    f"refused path {path!r}: {parent.as_posix()} is not a directory", hint
+                )
         real_parent = Path(os.path.realpath(full.parent))
         if real_parent != self.root and self.root not in real_parent.parents:
             raise PathRefused(

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import click
 import pygit2
 
-from ..errors import EXIT_ERROR, WalError
+from ..errors import EXIT_ERROR, EXIT_USAGE, WalError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -49,7 +49,25 @@ def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, sort_keys=True, ensure_ascii=False))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class WalGroup(click.Group):
+    """Usage errors, too, print `error:` and `hint:` (exit 2)."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["standalone_mode"] = False
+        kwargs.setdefault("prog_name", "git wal")
+        try:
+            code = super().main(*args, **kwargs)
+        except click.UsageError as e:
+            path = e.ctx.command_path if e.ctx else "git wal"
+            fail(e.format_message(), f"see `{path} --help`", EXIT_USAGE)
+        except click.ClickException as e:
+            fail(e.format_message(), "", e.exit_code)
+        except click.Abort:
+            fail("aborted", "", EXIT_ERROR)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+@click.group(cls=WalGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="gitwal")
 def main() -> None:
     """A write-ahead log for coding agents, kept in git (refs/wal/<run>)."""
