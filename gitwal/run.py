@@ -59,8 +59,7 @@ class Run:
         head = self.store.head()
         if head is None:
             raise RunBusy(f"run {self.id} has no log")
-        batch = self.store._commit_records(self.store._commit(head))
-        last = batch[-1]
+        last = self.store.head_records(head)[-1]
         if isinstance(last, Intent):
             raise StepFailed(
                 f"run {self.id}: intent LSN {last.lsn} ({last.tool} "
@@ -69,9 +68,8 @@ class Run:
             )
         return head, Lsn(last.lsn + 1)
 
-    def _close(
-        self, intent: Intent, head: CommitId, record: Record, refs: Sequence[Ref] = ()
-    ) -> CommitId:
+    def _close(self, head: CommitId, record: Record, refs: Sequence[Ref] = ()) -> CommitId:
+        """Append the commit or abort record that closes the open intent."""
         return self.store.append([record], refs, head)
 
     # -- file tools --------------------------------------------------------
@@ -123,7 +121,7 @@ class Run:
                 # The intent is durable: close it, so the log never keeps an
                 # intent open that no crash explains.
                 restored = restore_pre(self.wt, intent)
-                self._close(intent, head, Abort(
+                self._close(head, Abort(
                     self.id, Lsn(intent.lsn + 1), intent.lsn, f"write failed: {e}", restored
                 ))
                 raise StepFailed(f"LSN {intent.lsn} {tool} aborted: could not write: {e}",
@@ -145,7 +143,7 @@ class Run:
         crash_point("after-verify")
         if problem:
             restored = restore_pre(self.wt, intent)
-            self._close(intent, head, Abort(
+            self._close(head, Abort(
                 self.id, Lsn(intent.lsn + 1), intent.lsn, problem, restored, output
             ))
             raise StepFailed(
@@ -155,7 +153,7 @@ class Run:
                 or "fix the cause and apply the step again",
             )
         verified = "hash==post" + (f" && check ok: {intent.check}" if intent.check else "")
-        self._close(intent, head, Commit(
+        self._close(head, Commit(
             self.id, Lsn(intent.lsn + 1), intent.lsn, observed, verified
         ))
         return StepResult(intent.lsn, intent.tool, intent.target, "committed", observed)
@@ -202,7 +200,7 @@ class Run:
         if problem:
             changed = self.wt.changed_paths(pre_tree, post_tree)
             restored = self.wt.restore_paths(pre_tree, changed, f"r{intent.lsn}")
-            self._close(intent, head, Abort(
+            self._close(head, Abort(
                 self.id, Lsn(intent.lsn + 1), intent.lsn, problem, tuple(restored), output
             ), [Ref(post_tree, is_tree=True)])
             raise StepFailed(
@@ -211,7 +209,7 @@ class Run:
                 "fix the cause and run the step again",
             )
         verified = "exit 0" + (f" && check ok: {intent.check}" if intent.check else "")
-        self._close(intent, head, Commit(
+        self._close(head, Commit(
             self.id, Lsn(intent.lsn + 1), intent.lsn, (post_tree,), verified
         ), [Ref(post_tree, is_tree=True)])
         return StepResult(intent.lsn, "exec", intent.target, "committed", (post_tree,))

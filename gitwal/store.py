@@ -30,7 +30,7 @@ import pygit2
 
 from .durable import crash_point, fsync_dir, makedirs_durable
 from .errors import CorruptLog, RunBusy, UnknownRun
-from .ids import CommitId, Lsn, RunId
+from .ids import CommitId, RunId
 from .records import Plan, Record, decode, encode, summary
 
 REF_PREFIX = "refs/wal/"
@@ -110,10 +110,9 @@ class Store:
             )
         return out
 
-    def last_lsn(self, head: CommitId) -> Lsn:
-        """The LSN of the newest record, read from the head commit's tree alone."""
-        batch = self._commit_records(self._commit(head))
-        return batch[-1].lsn
+    def head_records(self, head: CommitId) -> list[Record]:
+        """The records of the head append alone (cheap: one commit, one tree)."""
+        return self._commit_records(self._commit(head))
 
     def _commit(self, oid: str) -> pygit2.Commit:
         try:
