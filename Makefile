@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench torture crash-states tools clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -14,12 +14,25 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python -m bench.demo
 
-test: $(STAMP) lint
+test: $(STAMP) lint tools
 	$(BIN)/python -m pytest -q -p no:cacheprovider; rc=$$?; [ $$rc -eq 5 ] && exit 0; exit $$rc
 
 lint: $(STAMP)
 	$(BIN)/ruff check gitwal tests bench
 	$(BIN)/mypy gitwal
+
+# strace for the crash-state checker (Debian package; CI installs it the same way).
+tools:
+	@command -v strace >/dev/null || (apt-get update -qq && apt-get install -y -qq strace)
+
+bench: $(STAMP)
+	$(BIN)/python -m bench.run
+
+torture: $(STAMP)
+	GITWAL_TORTURE_KILLS=2000 $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/test_torture.py
+
+crash-states: $(STAMP) tools
+	GITWAL_CRASH_STATES=all $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/test_crash_states.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
