@@ -28,6 +28,9 @@ CRASH_POINTS = (
     "after-snapshot",  # exec: pre-tree snapshot taken, intent not yet appended
     "after-exec",  # exec: command finished, post snapshot not yet taken
     "mid-restore",  # a restore wrote the first path back, not the rest
+    "checkpoint-after-commit",  # checkpoint commit made, its record not yet appended
+    "compact-after-rewrite",  # compaction: new chain written, nothing archived or moved
+    "compact-after-archive",  # compaction: old head archived, live ref not yet moved
 )
 
 _ENV = "GITWAL_CRASH_AT"

@@ -52,24 +52,29 @@ def remaining_steps(report: Report) -> list[tuple[int, str]]:
     read as "the n-th committed intent carries out plan step n".
     """
     steps = list(enumerate(report.plan.steps, start=1))
-    if any(i.step is not None for i in report.committed):
-        done = {i.step for i in report.committed}
+    cp = report.checkpoint
+    done = set(cp.done_steps if cp else ()) | {i.step for i in report.committed} - {None}
+    if done:
         return [(n, s) for n, s in steps if n not in done]
-    return steps[len(report.committed):]
+    return steps[report.committed_total :]
 
 
 def render(report: Report) -> str:
     plan = report.plan
     where = f"base {plan.base[:12]}" + (f" on branch {plan.branch}" if plan.branch else "")
     lines = [f"Task: {plan.task or '(no task text)'} (run {report.run}, plan LSN 1, {where})."]
+    cp = report.checkpoint
+    if cp:
+        lines.append(f"Checkpoint: LSN {cp.lsn}, commit {cp.git[:12]} ({cp.ref}) holds every "
+                     f"step through LSN {cp.covers}.")
     if report.committed:
         last = report.committed[-1]
         lines.append(
-            f"Committed: {len(report.committed)} step(s), the last at LSN {last.lsn} "
+            f"Committed: {report.committed_total} step(s), the last at LSN {last.lsn} "
             f"({describe(last.tool, last.args, last.target)}). "
             "Those are done and verified: do not redo them."
         )
-    else:
+    elif not cp or not cp.committed:
         lines.append("Committed: no step yet.")
     redo: list[Outcome] = []
     for o in report.outcomes:

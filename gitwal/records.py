@@ -74,12 +74,33 @@ class Abort:
     output: str = ""  # tail of a failed check's output
 
 
-Record = Plan | Intent | Commit | Abort
+@dataclass(frozen=True)
+class Checkpoint:
+    """The working tree as of ``covers`` is an ordinary git commit.
+
+    Readers that need the current state start here: nothing before it is
+    needed for recovery, so the records before it may be archived.
+    """
+
+    run: RunId
+    lsn: Lsn
+    git: str  # the checkpoint commit
+    tree: str  # its tree (kept reachable by the log itself)
+    ref: str  # where the commit lives: the branch, or refs/wal-checkpoints/<run>/<lsn>
+    covers: int  # LSN of the last committed intent it includes (0: none)
+    plan: str  # blob id of the run's plan record, so readers need not walk to LSN 1
+    committed: int  # committed intents in the run up to here
+    done_steps: tuple[int, ...] = ()  # plan steps carried out up to here
+    unlogged: tuple[str, ...] = ()  # paths included that no step explains
+
+
+Record = Plan | Intent | Commit | Abort | Checkpoint
 _TYPES: dict[str, type[Record]] = {
     "plan": Plan,
     "intent": Intent,
     "commit": Commit,
     "abort": Abort,
+    "checkpoint": Checkpoint,
 }
 _NAMES = {cls: name for name, cls in _TYPES.items()}
 
@@ -205,6 +226,21 @@ def _build(cls: type[Record], body: dict[str, Any]) -> Record:
         return Commit(
             run, lsn, Lsn(req("intent", int)), ids("post"), req("verified", str), recovered
         )
+    if cls is Checkpoint:
+        git, tree, plan_blob = req("git", str), req("tree", str), req("plan", str)
+        if not all(is_object_id(x) for x in (git, tree, plan_blob)):
+            raise ValueError("git, tree and plan must be object ids")
+        done = req("done_steps", list)
+        unlogged = req("unlogged", list)
+        if not all(type(n) is int for n in done) or not all(
+            isinstance(p, str) for p in unlogged
+        ):
+            raise ValueError("done_steps must be integers and unlogged paths")
+        covers, committed = req("covers", int), req("committed", int)
+        return Checkpoint(
+            run, lsn, git, tree, req("ref", str), covers, plan_blob, committed,
+            tuple(done), tuple(unlogged),
+        )
     restored = req("restored", list)
     if not all(isinstance(p, str) for p in restored):
         raise ValueError("restored must be paths")
@@ -230,6 +266,8 @@ def summary(record: Record) -> str:
         return f"wal {record.lsn} intent {record.tool} {' '.join(record.target)[:60]}"
     if isinstance(record, Commit):
         return f"wal {record.lsn} commit {record.intent}"
+    if isinstance(record, Checkpoint):
+        return f"wal {record.lsn} checkpoint {record.git[:12]} covers {record.covers}"
     return f"wal {record.lsn} abort {record.intent}: {record.reason[:60]}"
 
 

@@ -30,7 +30,7 @@ from .durable import crash_point
 from .effects import apply_post, restore_pre, run_check, run_command
 from .ids import ABSENT, CommitId, Lsn, TreeId
 from .prompt import redo_command, remaining_steps, render
-from .records import REPLAY_SAFE, Abort, Commit, Intent, Plan, Record, to_dict
+from .records import REPLAY_SAFE, Abort, Checkpoint, Commit, Intent, Plan, Record, to_dict
 from .store import Ref, Store
 from .worktree import Worktree
 
@@ -71,12 +71,13 @@ class Report:
     run: str
     plan: Plan
     records: int
-    committed: tuple[Intent, ...]  # committed intents, in LSN order
+    committed: tuple[Intent, ...]  # committed intents after the newest checkpoint
     aborted: tuple[Lsn, ...]
     outcomes: tuple[Outcome, ...]
     drift: tuple[Drift, ...]
     cleared_lock: bool
     removed_temp: tuple[str, ...] = field(default=())
+    checkpoint: Checkpoint | None = None  # the newest checkpoint (the report starts there)
 
     @property
     def in_doubt(self) -> bool:
@@ -84,7 +85,14 @@ class Report:
 
     @property
     def last_committed(self) -> Lsn | None:
-        return self.committed[-1].lsn if self.committed else None
+        if self.committed:
+            return self.committed[-1].lsn
+        return Lsn(self.checkpoint.covers) if self.checkpoint and self.checkpoint.covers else None
+
+    @property
+    def committed_total(self) -> int:
+        """Committed intents in the whole run, including those behind the checkpoint."""
+        return (self.checkpoint.committed if self.checkpoint else 0) + len(self.committed)
 
     @property
     def next_lsn(self) -> Lsn:
@@ -103,6 +111,11 @@ class Report:
             "records": self.records,
             "next_lsn": self.next_lsn,
             "committed_through": self.last_committed,
+            "committed_total": self.committed_total,
+            "checkpoint": None if self.checkpoint is None else {
+                "lsn": self.checkpoint.lsn, "git": self.checkpoint.git,
+                "ref": self.checkpoint.ref, "covers": self.checkpoint.covers,
+            },
             "committed": [
                 {"lsn": i.lsn, "tool": i.tool, "target": list(i.target), "step": i.step}
                 for i in self.committed
@@ -147,11 +160,10 @@ class Recovery:
 
     def run(self, dry_run: bool = False) -> Report:
         cleared = False if dry_run else self.store.clear_stale_ref_lock()
-        records = self.store.records()
+        records = self.store.segment()
         self.head = self.store.head()
-        self.next_lsn = Lsn(len(records) + 1)
-        plan = records[0]
-        assert isinstance(plan, Plan)
+        self.next_lsn = Lsn(records[-1].lsn + 1)
+        plan = self.store.plan(records[0])
         intents: dict[Lsn, Intent] = {}
         closed: set[Lsn] = set()
         for rec in records:
@@ -166,12 +178,13 @@ class Recovery:
             if not dry_run:
                 removed.extend(self._clear_temps(intent))
             outcomes.append(self._decide(intent, dry_run))
-        after = records if dry_run else self.store.records()
+        after = records if dry_run else self.store.segment()
         committed, aborted, drift = summarise(after, self.wt, self.store.repo)
+        cp = after[0] if isinstance(after[0], Checkpoint) else None
         return Report(
-            run=self.store.run, plan=plan, records=len(after), committed=committed,
+            run=self.store.run, plan=plan, records=after[-1].lsn, committed=committed,
             aborted=aborted, outcomes=tuple(outcomes), drift=drift,
-            cleared_lock=cleared, removed_temp=tuple(removed),
+            cleared_lock=cleared, removed_temp=tuple(removed), checkpoint=cp,
         )
 
     def _clear_temps(self, intent: Intent) -> list[str]:

@@ -30,10 +30,12 @@ import pygit2
 
 from .durable import crash_point, fsync_dir, makedirs_durable
 from .errors import CorruptLog, RunBusy, UnknownRun
-from .ids import CommitId, RunId
-from .records import Plan, Record, decode, encode, summary
+from .ids import CommitId, Lsn, RunId
+from .records import Checkpoint, Plan, Record, decode, encode, summary
 
 REF_PREFIX = "refs/wal/"
+ARCHIVE_PREFIX = "refs/wal-archive/"  # refs/wal-archive/<run>/<n>: compacted-away history
+CHECKPOINT_PREFIX = "refs/wal-checkpoints/"  # refs/wal-checkpoints/<run>/<lsn>: detached
 _RECORD_NAME = re.compile(r"(\d{12})\.json")
 _SIGNATURE = ("gitwal", "gitwal@localhost")
 _UNTRUSTED = "the log was damaged or rewritten outside gitwal; nothing past it is trusted"
@@ -79,35 +81,84 @@ class Store:
         return CommitId(str(ref.target))
 
     def records(self) -> list[Record]:
-        """Every record of the run, oldest first, validated as a chain."""
+        """Every record of the live chain, oldest first, validated as a chain."""
+        return self._walk(self._require_head(), stop_at_checkpoint=False)
+
+    def segment(self) -> list[Record]:
+        """Records from the newest checkpoint on (all records if there is none).
+
+        The cost depends on the records after the checkpoint only: the walk
+        stops at the append commit that holds the checkpoint.
+        """
+        return self._walk(self._require_head(), stop_at_checkpoint=True)
+
+    def plan(self, first: Record) -> Plan:
+        """The run's plan, given the first record of a segment (O(1))."""
+        if isinstance(first, Plan):
+            return first
+        if not isinstance(first, Checkpoint):
+            raise CorruptLog(f"log {self.ref_name}: a segment starts with a {type(first)}")
+        try:
+            blob = self.repo[first.plan]
+        except KeyError:
+            raise CorruptLog(f"log {self.ref_name}: the plan blob is missing",
+                             _UNTRUSTED) from None
+        assert isinstance(blob, pygit2.Blob)
+        plan = decode(blob.data, f"{self.ref_name} plan")
+        if not isinstance(plan, Plan) or plan.run != self.run:
+            raise CorruptLog(f"log {self.ref_name}: the checkpoint names no plan of this run",
+                             _UNTRUSTED)
+        return plan
+
+    def _require_head(self) -> CommitId:
         head = self.head()
         if head is None:
-            raise UnknownRun(
-                f"no log for run {self.run}", "list runs with `git wal runs`"
-            )
+            raise UnknownRun(f"no log for run {self.run}", "list runs with `git wal runs`")
+        return head
+
+    def chain(self, head: CommitId) -> list[tuple[CommitId, list[Record]]]:
+        """(commit, records) of every append from ``head`` back to the root, newest first."""
+        out: list[tuple[CommitId, list[Record]]] = []
+        oid: str | None = head
+        while oid is not None:
+            commit = self._commit(oid)
+            out.append((CommitId(oid), self._commit_records(commit)))
+            parents = commit.parent_ids
+            if len(parents) > 1:
+                raise self._corrupt(oid, "an append commit has more than one parent")
+            oid = str(parents[0]) if parents else None
+        return out
+
+    def _walk(self, head: CommitId, stop_at_checkpoint: bool) -> list[Record]:
         out: list[Record] = []
         oid: str | None = head
         while oid is not None:
             commit = self._commit(oid)
             batch = self._commit_records(commit)
+            cps = [i for i, r in enumerate(batch) if isinstance(r, Checkpoint)]
+            if stop_at_checkpoint and cps:
+                out.extend(reversed(batch[cps[-1] :]))
+                break
             out.extend(reversed(batch))
             parents = commit.parent_ids
             if len(parents) > 1:
                 raise self._corrupt(oid, "an append commit has more than one parent")
             oid = str(parents[0]) if parents else None
         out.reverse()
-        for i, rec in enumerate(out, start=1):
+        if not out or not isinstance(out[0], (Plan, Checkpoint)):
+            raise CorruptLog(
+                f"log {self.ref_name}: the chain does not start with a plan or checkpoint",
+                "the ref does not hold a gitwal log",
+            )
+        if isinstance(out[0], Plan) and out[0].lsn != 1:
+            raise CorruptLog(f"log {self.ref_name}: the plan is not LSN 1", _UNTRUSTED)
+        for i, rec in enumerate(out, start=out[0].lsn):
             if rec.lsn != i:
                 raise CorruptLog(
                     f"log {self.ref_name}: expected LSN {i}, found {rec.lsn} "
                     "(a record is missing, duplicated or out of order)",
                     "the chain was rewritten outside gitwal; do not resume from it",
                 )
-        if not out or not isinstance(out[0], Plan):
-            raise CorruptLog(
-                f"log {self.ref_name}: the first record is not a plan",
-                "the ref does not hold a gitwal log",
-            )
         return out
 
     def head_records(self, head: CommitId) -> list[Record]:
@@ -264,6 +315,83 @@ class Store:
         fsync_dir(refs_wal)
         if new_dir:
             fsync_dir(refs_wal.parent)
+
+    # -- chain surgery (compaction, drop): see checkpoint.py for the protocol
+
+    def archives(self) -> list[tuple[int, CommitId]]:
+        """(n, head) of every archived segment of this run, oldest first."""
+        prefix = f"{ARCHIVE_PREFIX}{self.run}/"
+        out = []
+        for name in self.repo.references:
+            if name.startswith(prefix) and name[len(prefix) :].isdigit():
+                target = self.repo.references[name].target
+                out.append((int(name[len(prefix) :]), CommitId(str(target))))
+        return sorted(out)
+
+    def create_ref(self, name: str, target: str, force: bool = False) -> None:
+        """Create a ref durably; one that exists already is an error unless ``force``."""
+        try:
+            self.repo.references.create(name, pygit2.Oid(hex=target), force=force)
+        except pygit2.AlreadyExistsError:
+            raise RunBusy(f"{name} already exists",
+                          "another process did the same; re-run the command") from None
+        self._sync_ref_dirs(name)
+
+    def rewrite_from(self, head: CommitId, lsn: Lsn) -> CommitId:
+        """A new chain holding the records from ``lsn`` on, reusing the append trees.
+
+        The new root holds the record at ``lsn`` (a checkpoint) and the rest
+        of its batch; every later append keeps its tree, message and order.
+        """
+        chain = self.chain(head)
+        keep: list[tuple[CommitId, list[Record]]] = []
+        for oid, batch in chain:
+            keep.append((oid, batch))
+            if batch[0].lsn <= lsn:
+                break
+        else:
+            raise CorruptLog(f"log {self.ref_name}: no record {lsn} to start from")
+        keep.reverse()
+        root_oid, root_batch = keep[0]
+        root = self._commit(root_oid)
+        tb = self.repo.TreeBuilder(root.tree)
+        for rec in root_batch:
+            if rec.lsn < lsn:
+                tb.remove(f"{rec.lsn:012d}.json")
+        parent: list[pygit2.Oid] = []
+        tree = tb.write()
+        for i, (oid, _batch) in enumerate(keep):
+            old = self._commit(oid)
+            new = self.repo.create_commit(
+                None, old.author, old.committer, old.message,
+                tree if i == 0 else old.tree_id, parent,
+            )
+            parent = [new]
+        self._sync_objects_dir()
+        return CommitId(str(parent[0]))
+
+    def move_head(self, expect: CommitId, new: CommitId) -> None:
+        """Compare-and-swap the live ref, also to a non-descendant (compaction)."""
+        self._move_ref(pygit2.Oid(hex=new), expect)
+
+    def delete_live(self, expect: CommitId) -> None:
+        """Delete the live ref if it still points at ``expect`` (caller holds the lock)."""
+        ref = self.repo.references.get(self.ref_name)
+        if ref is None or str(ref.target) != expect:
+            raise RunBusy(self._moved_msg(), "re-read the log and try again")
+        ref.delete()
+        self._sync_ref_dirs(self.ref_name)
+
+    def _sync_ref_dirs(self, name: str) -> None:
+        """fsync every directory from refs/ down to the ref's own (some may be new)."""
+        d = (self._common / name).parent
+        dirs = []
+        while d != self._common:
+            dirs.append(d)
+            d = d.parent
+        for d in dirs:
+            if d.is_dir():
+                fsync_dir(d)
 
     def _moved_msg(self) -> str:
         return f"the log {self.ref_name} moved while this process was appending"

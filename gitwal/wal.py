@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pygit2
 
-from .durable import atomic_write, makedirs_durable
-from .errors import NotARepository, UnknownRun, WalError
+from .durable import atomic_write, makedirs_durable, unlink_durable
+from .errors import CorruptLog, NotARepository, UnknownRun, WalError
 from .ids import Lsn, RunId, valid_run_id
-from .records import Abort, Commit, Intent, Plan
+from .records import Abort, Checkpoint, Commit, Intent, Plan, Record, encode
 from .recovery import Recovery, Report
 from .run import Run
 from .store import Store, list_runs, wal_dir
@@ -45,6 +45,7 @@ class Status:
     aborted: tuple[Lsn, ...]
     open: tuple[Lsn, ...]
     next_lsn: Lsn
+    checkpoint: Lsn | None = None  # LSN of the newest checkpoint; lists start after it
 
 
 class Wal:
@@ -112,6 +113,15 @@ class Wal:
             makedirs_durable(d)
         atomic_write(d / "current", (rid + "\n").encode(), tag="new")
 
+    def forget_current(self, rid: str) -> None:
+        """Stop naming ``rid`` as the current run (after it was dropped)."""
+        path = wal_dir(self.repo) / "current"
+        try:
+            if path.read_text().strip() == rid:
+                unlink_durable(path)
+        except FileNotFoundError:
+            pass
+
     def runs(self) -> list[RunInfo]:
         try:
             current: str | None = self.current()
@@ -124,19 +134,47 @@ class Wal:
         return out
 
     def status(self, run_id: str | None = None) -> Status:
+        """Intents after the newest checkpoint (the cost does not grow before it)."""
         run = self.run(run_id)
-        records = run.records()
-        plan = records[0]
-        assert isinstance(plan, Plan)
+        records = run.store.segment()
+        plan = run.store.plan(records[0])
+        cp = records[0] if isinstance(records[0], Checkpoint) else None
         closed = {r.intent: r for r in records if isinstance(r, (Commit, Abort))}
         intents = [r.lsn for r in records if isinstance(r, Intent)]
         return Status(
-            run.id, plan.task, len(records),
+            run.id, plan.task, records[-1].lsn,
             tuple(i for i in intents if isinstance(closed.get(i), Commit)),
             tuple(i for i in intents if isinstance(closed.get(i), Abort)),
             tuple(i for i in intents if i not in closed),
-            Lsn(len(records) + 1),
+            Lsn(records[-1].lsn + 1),
+            None if cp is None else cp.lsn,
         )
+
+    def history(self, run_id: str | None = None) -> list[Record]:
+        """Every record of the run, archived segments included, in LSN order.
+
+        Segments overlap (an archive ends where the next segment's checkpoint
+        already is); an LSN found twice must hold the same record both times.
+        """
+        rid = RunId(run_id) if run_id else self.current()
+        store = Store(self.repo, rid)
+        heads = [head for _, head in store.archives()]
+        live = store.head()
+        if live is not None:
+            heads.append(live)
+        if not heads:
+            raise UnknownRun(f"no run {rid}", "list runs with `git wal runs`")
+        seen: dict[int, Record] = {}
+        for head in heads:
+            for _, batch in store.chain(head):
+                for rec in batch:
+                    if rec.lsn in seen and encode(seen[rec.lsn]) != encode(rec):
+                        raise CorruptLog(
+                            f"run {rid}: LSN {rec.lsn} differs between archived and live "
+                            "segments", "the archives were rewritten outside gitwal",
+                        )
+                    seen[rec.lsn] = rec
+        return [seen[k] for k in sorted(seen)]
 
     # -- recovery --------------------------------------------------------
 

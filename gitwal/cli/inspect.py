@@ -37,11 +37,15 @@ def log_rows(records: list[Record]) -> list[dict[str, Any]]:
 
 @main.command()
 @RUN
+@click.option("--all", "everything", is_flag=True,
+              help="Include segments archived by `git wal compact`.")
 @JSON
 @handled
-def log(run_id: str | None, as_json: bool) -> None:
+def log(run_id: str | None, everything: bool, as_json: bool) -> None:
     """Show the run's records, oldest first."""
-    records = Wal(".").run(run_id).records()
+    wal = Wal(".")
+    records = wal.history(run_id) if everything else wal.run(run_id).records()
+    by_lsn = {r.lsn: r for r in records}
     for row in log_rows(records):
         if as_json:
             emit_json(row)
@@ -54,9 +58,11 @@ def log(run_id: str | None, as_json: bool) -> None:
             text = f"{row['tool']} {target}  [{row['status']}]"
         elif kind == "commit":
             text = f"closes {row['intent']}: {row['verified']}"
+        elif kind == "checkpoint":
+            text = f"{row['git'][:12]} on {row['ref']} covers {row['covers']}"
         else:
             text = f"closes {row['intent']}: {row['reason']}"
-        click.echo(f"{row['lsn']:>6}  {type_name(records[row['lsn'] - 1]):<7} {text}")
+        click.echo(f"{row['lsn']:>6}  {type_name(by_lsn[row['lsn']]):<10} {text}")
 
 
 @main.command()
@@ -69,9 +75,12 @@ def status(run_id: str | None, as_json: bool) -> None:
     if as_json:
         emit_json({"run": st.run, "task": st.task, "records": st.records,
                    "committed": list(st.committed), "aborted": list(st.aborted),
-                   "open": list(st.open), "next_lsn": st.next_lsn})
+                   "open": list(st.open), "next_lsn": st.next_lsn,
+                   "checkpoint": st.checkpoint})
         return
     click.echo(f"run {st.run}: {st.task}")
+    if st.checkpoint:
+        click.echo(f"  newest checkpoint: LSN {st.checkpoint} (counts below are after it)")
     click.echo(f"  {len(st.committed)} committed, {len(st.aborted)} aborted, "
                f"{len(st.open)} open; next LSN {st.next_lsn}")
     if st.open:
