@@ -153,10 +153,12 @@ class Recovery:
         self.restore = restore
         self.head: CommitId | None = None
         self.next_lsn = Lsn(1)
+        self.appended: list[Record] = []  # what this recovery added to the log
 
     def _append(self, record: Record, refs: list[Ref] | None = None) -> None:
         self.head = self.store.append([record], refs or [], self.head)
         self.next_lsn = Lsn(self.next_lsn + 1)
+        self.appended.append(record)
 
     def run(self, dry_run: bool = False) -> Report:
         cleared = False if dry_run else self.store.clear_stale_ref_lock()
@@ -178,7 +180,9 @@ class Recovery:
             if not dry_run:
                 removed.extend(self._clear_temps(intent))
             outcomes.append(self._decide(intent, dry_run))
-        after = records if dry_run else self.store.segment()
+        # Under the run lock nobody else appends: the log is what we read plus
+        # what we added (no second walk of the chain).
+        after = records + self.appended
         committed, aborted, drift = summarise(after, self.wt, self.store.repo)
         cp = after[0] if isinstance(after[0], Checkpoint) else None
         return Report(

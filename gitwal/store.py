@@ -65,6 +65,7 @@ class Store:
         self.ref_name = REF_PREFIX + run
         self._gitdir = Path(repo.path)
         self._common = Path(_common_dir(repo))
+        self._synced_nlink = -1  # st_nlink of objects/ at our last fsync of it
 
     # -- reading -----------------------------------------------------------
 
@@ -82,6 +83,10 @@ class Store:
 
     def records(self) -> list[Record]:
         """Every record of the live chain, oldest first, validated as a chain."""
+        return [rec for rec, _ in self._walk(self._require_head(), stop_at_checkpoint=False)]
+
+    def raw_records(self) -> list[tuple[Record, bytes]]:
+        """As :meth:`records`, with each record's canonical bytes (for streaming)."""
         return self._walk(self._require_head(), stop_at_checkpoint=False)
 
     def segment(self) -> list[Record]:
@@ -90,7 +95,7 @@ class Store:
         The cost depends on the records after the checkpoint only: the walk
         stops at the append commit that holds the checkpoint.
         """
-        return self._walk(self._require_head(), stop_at_checkpoint=True)
+        return [rec for rec, _ in self._walk(self._require_head(), stop_at_checkpoint=True)]
 
     def plan(self, first: Record) -> Plan:
         """The run's plan, given the first record of a segment (O(1))."""
@@ -129,30 +134,32 @@ class Store:
             oid = str(parents[0]) if parents else None
         return out
 
-    def _walk(self, head: CommitId, stop_at_checkpoint: bool) -> list[Record]:
-        out: list[Record] = []
-        oid: str | None = head
+    def _walk(self, head: CommitId,
+              stop_at_checkpoint: bool) -> list[tuple[Record, bytes]]:
+        out: list[tuple[Record, bytes]] = []
+        oid: str | pygit2.Oid | None = head
         while oid is not None:
             commit = self._commit(oid)
-            batch = self._commit_records(commit)
-            cps = [i for i, r in enumerate(batch) if isinstance(r, Checkpoint)]
+            batch = self._commit_raw(commit)
+            cps = [i for i, (r, _) in enumerate(batch) if isinstance(r, Checkpoint)]
             if stop_at_checkpoint and cps:
                 out.extend(reversed(batch[cps[-1] :]))
                 break
             out.extend(reversed(batch))
             parents = commit.parent_ids
             if len(parents) > 1:
-                raise self._corrupt(oid, "an append commit has more than one parent")
-            oid = str(parents[0]) if parents else None
+                raise self._corrupt(str(oid), "an append commit has more than one parent")
+            oid = parents[0] if parents else None
         out.reverse()
-        if not out or not isinstance(out[0], (Plan, Checkpoint)):
+        first = out[0][0] if out else None
+        if not isinstance(first, (Plan, Checkpoint)):
             raise CorruptLog(
                 f"log {self.ref_name}: the chain does not start with a plan or checkpoint",
                 "the ref does not hold a gitwal log",
             )
-        if isinstance(out[0], Plan) and out[0].lsn != 1:
+        if isinstance(first, Plan) and first.lsn != 1:
             raise CorruptLog(f"log {self.ref_name}: the plan is not LSN 1", _UNTRUSTED)
-        for i, rec in enumerate(out, start=out[0].lsn):
+        for i, (rec, _) in enumerate(out, start=first.lsn):
             if rec.lsn != i:
                 raise CorruptLog(
                     f"log {self.ref_name}: expected LSN {i}, found {rec.lsn} "
@@ -165,44 +172,57 @@ class Store:
         """The records of the head append alone (cheap: one commit, one tree)."""
         return self._commit_records(self._commit(head))
 
-    def _commit(self, oid: str) -> pygit2.Commit:
+    def _commit(self, oid: str | pygit2.Oid) -> pygit2.Commit:
         try:
-            obj = self.repo[oid]
-        except (KeyError, ValueError):
-            raise self._corrupt(oid, "object is missing from the repository") from None
+            obj = self.repo.get(oid if isinstance(oid, pygit2.Oid) else pygit2.Oid(hex=oid))
+        except ValueError:
+            obj = None
+        if obj is None:
+            raise self._corrupt(str(oid), "object is missing from the repository")
         if not isinstance(obj, pygit2.Commit):
-            raise self._corrupt(oid, f"expected a commit, found a {obj.type_str}")
+            raise self._corrupt(str(oid), f"expected a commit, found a {obj.type_str}")
         return obj
 
     def _commit_records(self, commit: pygit2.Commit) -> list[Record]:
         """The records one append commit carries, in LSN order."""
-        oid = str(commit.id)
+        return [rec for rec, _ in self._commit_raw(commit)]
+
+    def _commit_raw(self, commit: pygit2.Commit) -> list[tuple[Record, bytes]]:
+        """(record, its canonical bytes) for every record blob of one append."""
         try:
             tree = commit.tree
         except (KeyError, pygit2.GitError):
-            raise self._corrupt(oid, "its tree is missing") from None
-        batch: list[Record] = []
+            raise self._corrupt(str(commit.id), "its tree is missing") from None
+        batch: list[tuple[Record, bytes]] = []
         for entry in tree:
-            m = _RECORD_NAME.fullmatch(entry.name or "")
+            name = entry.name or ""
+            m = _RECORD_NAME.fullmatch(name)
             if m is None:
-                continue
-            where = f"{self.ref_name} LSN {int(m.group(1))} (commit {oid[:12]})"
+                if name[:1].isdigit():
+                    continue
+                break  # entries sort by name: every record blob comes before obj-*
+            lsn = int(m.group(1))
             try:
-                blob = self.repo[entry.id]
-            except KeyError:
-                raise CorruptLog(f"{where}: record blob is missing", _UNTRUSTED) from None
+                blob = self.repo.get(entry.id)
+            except ValueError:
+                blob = None
             if not isinstance(blob, pygit2.Blob):
-                raise CorruptLog(f"{where}: record is not a blob", _UNTRUSTED)
-            rec = decode(blob.data, where)
-            if rec.lsn != int(m.group(1)) or rec.run != self.run:
+                raise CorruptLog(f"{self._where(commit, lsn)}: record blob is missing or "
+                                 "not a blob", _UNTRUSTED)
+            data = blob.data
+            rec = decode(data, self._where(commit, lsn))
+            if rec.lsn != lsn or rec.run != self.run:
                 raise CorruptLog(
-                    f"{where}: record names LSN {rec.lsn} of run {rec.run!r}",
+                    f"{self._where(commit, lsn)}: record names LSN {rec.lsn} of run {rec.run!r}",
                     "a foreign record was placed in this log; it is not trusted",
                 )
-            batch.append(rec)
+            batch.append((rec, data))
         if not batch:
-            raise self._corrupt(oid, "the append commit holds no record")
+            raise self._corrupt(str(commit.id), "the append commit holds no record")
         return batch
+
+    def _where(self, commit: pygit2.Commit, lsn: int) -> str:
+        return f"{self.ref_name} LSN {lsn} (commit {str(commit.id)[:12]})"
 
     def _corrupt(self, oid: str, why: str) -> CorruptLog:
         return CorruptLog(
@@ -282,9 +302,21 @@ class Store:
         return CommitId(str(commit))
 
     def _sync_objects_dir(self) -> None:
-        # libgit2 (fsync mode) syncs each object file and its objects/xx dir,
-        # but not objects/ itself when it had to create objects/xx.
-        fsync_dir(self._common / "objects")
+        """Make the objects/xx entries our objects went into durable.
+
+        libgit2 (fsync mode) syncs each object file and its objects/xx dir,
+        but not objects/ when it had to create objects/xx -- and another
+        program may have created objects/xx without syncing either. One fsync
+        of objects/ makes every fan-out dir that exists at that moment
+        durable, so it is needed again only when a fan-out dir has appeared
+        since (st_nlink counts subdirectories; where it reads 1, as on btrfs,
+        always sync).
+        """
+        objects = self._common / "objects"
+        nlink = os.stat(objects).st_nlink
+        if nlink < 2 or nlink != self._synced_nlink:
+            fsync_dir(objects)
+            self._synced_nlink = nlink
 
     def _move_ref(self, commit: pygit2.Oid, expect: CommitId | None) -> None:
         refs_wal = self._common / "refs" / "wal"
@@ -312,8 +344,10 @@ class Store:
                     "if no git process is running, `git wal recover` clears a stale lock",
                 ) from None
             raise
-        fsync_dir(refs_wal)
+        # libgit2 (fsync mode) fsyncs refs/wal/ after renaming the lock over
+        # the ref; only a refs/wal/ it had to create needs its parent synced.
         if new_dir:
+            fsync_dir(refs_wal)
             fsync_dir(refs_wal.parent)
 
     # -- chain surgery (compaction, drop): see checkpoint.py for the protocol

@@ -150,7 +150,7 @@ class Wal:
             None if cp is None else cp.lsn,
         )
 
-    def history(self, run_id: str | None = None) -> list[Record]:
+    def history(self, run_id: str | None = None) -> list[tuple[Record, bytes]]:
         """Every record of the run, archived segments included, in LSN order.
 
         Segments overlap (an archive ends where the next segment's checkpoint
@@ -164,16 +164,16 @@ class Wal:
             heads.append(live)
         if not heads:
             raise UnknownRun(f"no run {rid}", "list runs with `git wal runs`")
-        seen: dict[int, Record] = {}
+        seen: dict[int, tuple[Record, bytes]] = {}
         for head in heads:
             for _, batch in store.chain(head):
                 for rec in batch:
-                    if rec.lsn in seen and encode(seen[rec.lsn]) != encode(rec):
+                    if rec.lsn in seen and seen[rec.lsn][1] != encode(rec):
                         raise CorruptLog(
                             f"run {rid}: LSN {rec.lsn} differs between archived and live "
                             "segments", "the archives were rewritten outside gitwal",
                         )
-                    seen[rec.lsn] = rec
+                    seen[rec.lsn] = (rec, encode(rec))
         return [seen[k] for k in sorted(seen)]
 
     # -- recovery --------------------------------------------------------

@@ -2,35 +2,49 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from typing import Any
 
 import click
 
-from ..records import Intent, Record, to_dict, type_name
+from ..records import Abort, Commit, Intent, Record, to_dict, type_name
 from ..wal import Wal
 from . import emit_json, handled, main
 from .steps import JSON, RUN
+
+
+def _compact(row: dict[str, Any]) -> bytes:
+    """The same canonical form the records are stored in."""
+    return json.dumps(row, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def _one(values: list[str]) -> str | list[str]:
     return values[0] if len(values) == 1 else values
 
 
-def log_rows(records: list[Record]) -> list[dict[str, Any]]:
-    """The rows of `git wal log --json` (docs/format.md, "log output")."""
+def log_rows(records: list[tuple[Record, bytes]]) -> list[dict[str, Any] | bytes]:
+    """The rows of `git wal log --json` (docs/format.md, "log output").
+
+    A record that is not an intent is printed as its stored canonical bytes;
+    an intent gains `status` and collapses one-element lists.
+    """
     status: dict[int, str] = {}
-    for r in records:
+    for r, _ in records:
+        if isinstance(r, Commit):
+            status[r.intent] = "committed"
+        elif isinstance(r, Abort):
+            status[r.intent] = "aborted"
+    rows: list[dict[str, Any] | bytes] = []
+    for r, raw in records:
+        if not isinstance(r, Intent):
+            rows.append(raw)
+            continue
         d = to_dict(r)
-        if d["type"] in ("commit", "abort"):
-            status[d["intent"]] = "committed" if d["type"] == "commit" else "aborted"
-    rows = []
-    for r in records:
-        d = to_dict(r)
-        if isinstance(r, Intent):
-            d["target"] = _one(d["target"])
-            d["pre"] = _one(d["pre"])
-            d["post"] = None if d["post"] is None else _one(d["post"])
-            d["status"] = status.get(r.lsn, "open")
+        d["target"] = _one(d["target"])
+        d["pre"] = _one(d["pre"])
+        d["post"] = None if d["post"] is None else _one(d["post"])
+        d["status"] = status.get(r.lsn, "open")
         rows.append(d)
     return rows
 
@@ -44,12 +58,16 @@ def log_rows(records: list[Record]) -> list[dict[str, Any]]:
 def log(run_id: str | None, everything: bool, as_json: bool) -> None:
     """Show the run's records, oldest first."""
     wal = Wal(".")
-    records = wal.history(run_id) if everything else wal.run(run_id).records()
-    by_lsn = {r.lsn: r for r in records}
-    for row in log_rows(records):
-        if as_json:
-            emit_json(row)
-            continue
+    records = wal.history(run_id) if everything else wal.run(run_id).store.raw_records()
+    if as_json:
+        out = sys.stdout.buffer
+        for row in log_rows(records):
+            out.write(row if isinstance(row, bytes) else _compact(row))
+            out.write(b"\n")
+        return
+    by_lsn = {r.lsn: r for r, _ in records}
+    for item in log_rows(records):
+        row = json.loads(item) if isinstance(item, bytes) else item
         kind = row["type"]
         if kind == "plan":
             text = f"task: {row['task']} (base {row['base'][:12]})"
