@@ -19,7 +19,7 @@ test: $(STAMP) lint tools
 
 lint: $(STAMP)
 	$(BIN)/ruff check gitwal tests bench
-	$(BIN)/mypy gitwal
+	$(BIN)/mypy gitwal bench
 
 # strace for the crash-state checker (Debian package; CI installs it the same way).
 tools:

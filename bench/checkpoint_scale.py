@@ -53,7 +53,7 @@ def build(root: Path, records: int, with_checkpoint: bool) -> None:
     os.environ.update({k: v for k, v in env.items() if k.startswith("GIT_")})
     # Setup only: skip fsync so a 100k-record chain builds in seconds.
     pygit2.settings.enable_fsync_gitdir(False)
-    gitwal.store.fsync_dir = lambda _p: None  # type: ignore[attr-defined]
+    gitwal.store.fsync_dir = lambda path: None  # type: ignore[attr-defined]
     run = Wal(root).begin(task="scale")
     store = run.store
     oid = store.put_blob((root / "a.txt").read_bytes())

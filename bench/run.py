@@ -510,11 +510,11 @@ def profile_read(root: Path, run: str) -> str:
     """Where an in-process `git wal log --json` spends its time."""
     wal = Wal(root)
     t0 = time.perf_counter()
-    records = wal.run(run).records()
+    records = wal.run(run).store.raw_records()
     t1 = time.perf_counter()
     rows = log_rows(records)
     t2 = time.perf_counter()
-    text = "\n".join(json.dumps(r, sort_keys=True, ensure_ascii=False) for r in rows)
+    text = b"\n".join(r if isinstance(r, bytes) else json.dumps(r).encode() for r in rows)
     t3 = time.perf_counter()
     del text
     n = len(records)
