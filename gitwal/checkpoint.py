@@ -132,7 +132,7 @@ def checkpoint(run: Run, message: str | None = None, check: str | None = None,
                 f"run `git wal recover --run {run.id}` first",
             )
         plan = store.plan(records[0])
-        snap = wt.snapshot()
+        snap = wt.snapshot(run.id)
         unlogged = unexplained(run, records, _base_tree(run, records[0], plan), snap)
         if unlogged and not include_unlogged:
             shown = ", ".join(unlogged[:10]) + (" ..." if len(unlogged) > 10 else "")

@@ -69,6 +69,23 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
+def sync_filesystem(path: str | os.PathLike[str]) -> None:
+    """Make everything written on ``path``'s file system durable (syncfs(2)).
+
+    One barrier for writes gitwal does not make itself (git's objects and
+    index during a snapshot, a shell command's files); falls back to sync().
+    """
+    import ctypes  # only shell-step snapshots need it
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if getattr(libc, "syncfs", None) is None or libc.syncfs(fd) != 0:
+            os.sync()
+    finally:
+        os.close(fd)
+
+
 def makedirs_durable(path: Path) -> None:
     """Create ``path`` and parents, fsyncing each new directory's parent."""
     missing: list[Path] = []

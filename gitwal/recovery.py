@@ -258,7 +258,7 @@ class Recovery:
 
     def _decide_exec(self, intent: Intent, dry_run: bool) -> Outcome:
         pre_tree = TreeId(intent.pre[0])
-        now = self.wt.snapshot()
+        now = self.wt.snapshot(self.store.run)
         if now != pre_tree:
             changed = tuple(self.wt.changed_paths(pre_tree, now))
             detail = f"command may have run: {len(changed)} path(s) differ from the pre tree"
@@ -276,7 +276,7 @@ class Recovery:
             return self._outcome(intent, NOT_APPLIED, "none", "not applied")
         if self.redo and intent.replay == REPLAY_SAFE:
             code = run_command(intent.args["argv"], self.wt, intent)
-            post = self.wt.snapshot()
+            post = self.wt.snapshot(self.store.run)
             ok = code == 0
             output = ""
             if ok and intent.check:

@@ -172,7 +172,7 @@ class Run:
             raise ToolRefused("exec: no command given", "git wal exec -- CMD ARG...")
         with self.store.locked():
             head, lsn = self._next()
-            pre_tree = self.wt.snapshot()
+            pre_tree = self.wt.snapshot(self.id)
             crash_point("after-snapshot")
             intent = Intent(
                 run=self.id, lsn=lsn, tool="exec", args={"argv": list(argv)},
@@ -187,7 +187,7 @@ class Run:
             return self._close_exec(intent, head, code)
 
     def _close_exec(self, intent: Intent, head: CommitId, code: int) -> StepResult:
-        post_tree = self.wt.snapshot()
+        post_tree = self.wt.snapshot(self.id)
         problem, output = "", ""
         if code != 0:
             problem = f"command exited with status {code}"

@@ -84,6 +84,8 @@ class Wal:
         branch = None if self.repo.head_is_detached else self.repo.head.shorthand
         plan = Plan(rid, Lsn(1), task, str(self.repo.head.target), branch, tuple(steps))
         with store.locked():
+            # No log exists and we hold the run lock: a ref lock is a leftover.
+            store.clear_stale_ref_lock()
             store.append([plan], [], None)
         self._set_current(rid)
         return Run(store, self.wt)

@@ -16,7 +16,14 @@ from pathlib import Path
 
 import pygit2
 
-from .durable import atomic_write, crash_point, fsync_dir, makedirs_durable, unlink_durable
+from .durable import (
+    atomic_write,
+    crash_point,
+    fsync_dir,
+    makedirs_durable,
+    sync_filesystem,
+    unlink_durable,
+)
 from .errors import PathRefused, WalError
 from .ids import ABSENT, BlobId, TreeId
 
@@ -146,23 +153,42 @@ class Worktree:
 
     # -- whole-tree snapshots (exec steps) --------------------------------
 
-    def snapshot(self) -> TreeId:
+    def snapshot(self, run: str) -> TreeId:
         """A tree of every tracked and untracked-but-not-ignored file, durable.
 
-        A scratch index in the git dir keeps the stat cache between snapshots
-        (fast on big trees) and leaves the user's index alone.
+        Call only while holding ``run``'s lock. The run's own scratch index
+        (``.git/wal/index/<run>``, seeded from a copy of the user's index)
+        keeps the stat cache between snapshots and leaves the user's index
+        alone; because only the lock holder uses it, a leftover ``.lock`` is
+        stale, and an index torn by a crash is only a lost cache: rebuilt.
+        When it returns, the tree's objects and the working tree's files are
+        on stable storage (one syncfs, not an fsync per object).
         """
-        index = Path(self.repo.path) / "wal" / "scratch.index"
+        index = Path(self.repo.path) / "wal" / "index" / run
         if not index.parent.is_dir():
             makedirs_durable(index.parent)
+        user_index = Path(self.repo.path) / "index"
+        if not index.exists() and user_index.exists():
+            index.write_bytes(user_index.read_bytes())
+        lock = index.with_name(index.name + ".lock")
+        try:
+            tree = self._write_tree(index, lock)
+        except WalError:
+            index.unlink(missing_ok=True)  # torn or foreign: start from nothing
+            tree = self._write_tree(index, lock)
+        sync_filesystem(self.repo.path)
+        if os.stat(self.repo.path).st_dev != os.stat(self.root).st_dev:
+            sync_filesystem(self.root)
+        return tree
+
+    def _write_tree(self, index: Path, lock: Path) -> TreeId:
+        lock.unlink(missing_ok=True)  # stale: we hold the run lock
         env = dict(os.environ, GIT_INDEX_FILE=str(index))
         env.pop("GIT_DIR", None)
         env.pop("GIT_WORK_TREE", None)
-        # batch: one flush for all new loose objects instead of one per object.
-        cfg = ["-c", "core.fsync=loose-object", "-c", "core.fsyncMethod=batch"]
         for args in (["add", "-A", "--", "."], ["write-tree"]):
             proc = subprocess.run(
-                ["git", *cfg, *args], cwd=self.root, env=env,
+                ["git", "-c", "core.fsync=none", *args], cwd=self.root, env=env,
                 capture_output=True, text=True,
             )
             if proc.returncode != 0:
