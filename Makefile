@@ -21,9 +21,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check gitwal tests bench
 	$(BIN)/mypy gitwal bench
 
-# strace for the crash-state checker (Debian package; CI installs it the same way).
+# Debian packages the suite uses: strace (crash-state checker), ssh-keygen
+# (signature interop tests). Installed only when missing.
 tools:
-	@command -v strace >/dev/null || (apt-get update -qq && apt-get install -y -qq strace)
+	@command -v strace >/dev/null && command -v ssh-keygen >/dev/null || \
+		(apt-get update -qq && apt-get install -y -qq strace openssh-client)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run
