@@ -20,25 +20,26 @@ from __future__ import annotations
 
 import fcntl
 import os
-import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 import pygit2
 
+from .chain import REF_PREFIX, Chain, common_dir
 from .durable import crash_point, fsync_dir, makedirs_durable
-from .errors import CorruptLog, RunBusy, UnknownRun
+from .errors import CorruptLog, RunBusy
 from .ids import CommitId, Lsn, RunId
-from .records import Checkpoint, Plan, Record, decode, encode, summary
+from .records import Record, encode, summary
 
-REF_PREFIX = "refs/wal/"
+if TYPE_CHECKING:
+    from .signing import SigningKey
+
 ARCHIVE_PREFIX = "refs/wal-archive/"  # refs/wal-archive/<run>/<n>: compacted-away history
 CHECKPOINT_PREFIX = "refs/wal-checkpoints/"  # refs/wal-checkpoints/<run>/<lsn>: detached
-_RECORD_NAME = re.compile(r"(\d{12})\.json")
 _SIGNATURE = ("gitwal", "gitwal@localhost")
-_UNTRUSTED = "the log was damaged or rewritten outside gitwal; nothing past it is trusted"
 
 pygit2.settings.enable_fsync_gitdir(True)
 
@@ -56,179 +57,15 @@ class Ref:
     is_tree: bool = False
 
 
-class Store:
-    """Reads and appends the records of one run."""
+class Store(Chain):
+    """Appends to (and, through :class:`Chain`, reads) the records of one run."""
 
     def __init__(self, repo: pygit2.Repository, run: RunId) -> None:
-        self.repo = repo
-        self.run = run
-        self.ref_name = REF_PREFIX + run
+        super().__init__(repo, run)
         self._gitdir = Path(repo.path)
-        self._common = Path(_common_dir(repo))
+        self._common = common_dir(repo)
         self._synced_nlink = -1  # st_nlink of objects/ at our last fsync of it
-
-    # -- reading -----------------------------------------------------------
-
-    def exists(self) -> bool:
-        return self.ref_name in self.repo.references
-
-    def head(self) -> CommitId | None:
-        try:
-            ref = self.repo.references.get(self.ref_name)
-        except pygit2.InvalidSpecError:
-            raise UnknownRun(f"{self.run!r} is not a valid run id") from None
-        if ref is None:
-            return None
-        return CommitId(str(ref.target))
-
-    def records(self) -> list[Record]:
-        """Every record of the live chain, oldest first, validated as a chain."""
-        return [rec for rec, _ in self._walk(self._require_head(), stop_at_checkpoint=False)]
-
-    def raw_records(self) -> list[tuple[Record, bytes]]:
-        """As :meth:`records`, with each record's canonical bytes (for streaming)."""
-        return self._walk(self._require_head(), stop_at_checkpoint=False)
-
-    def segment(self) -> list[Record]:
-        """Records from the newest checkpoint on (all records if there is none).
-
-        The cost depends on the records after the checkpoint only: the walk
-        stops at the append commit that holds the checkpoint.
-        """
-        return [rec for rec, _ in self._walk(self._require_head(), stop_at_checkpoint=True)]
-
-    def plan(self, first: Record) -> Plan:
-        """The run's plan, given the first record of a segment (O(1))."""
-        if isinstance(first, Plan):
-            return first
-        if not isinstance(first, Checkpoint):
-            raise CorruptLog(f"log {self.ref_name}: a segment starts with a {type(first)}")
-        try:
-            blob = self.repo[first.plan]
-        except KeyError:
-            raise CorruptLog(f"log {self.ref_name}: the plan blob is missing",
-                             _UNTRUSTED) from None
-        assert isinstance(blob, pygit2.Blob)
-        plan = decode(blob.data, f"{self.ref_name} plan")
-        if not isinstance(plan, Plan) or plan.run != self.run:
-            raise CorruptLog(f"log {self.ref_name}: the checkpoint names no plan of this run",
-                             _UNTRUSTED)
-        return plan
-
-    def _require_head(self) -> CommitId:
-        head = self.head()
-        if head is None:
-            raise UnknownRun(f"no log for run {self.run}", "list runs with `git wal runs`")
-        return head
-
-    def chain(self, head: CommitId) -> list[tuple[CommitId, list[Record]]]:
-        """(commit, records) of every append from ``head`` back to the root, newest first."""
-        out: list[tuple[CommitId, list[Record]]] = []
-        oid: str | None = head
-        while oid is not None:
-            commit = self._commit(oid)
-            out.append((CommitId(oid), self._commit_records(commit)))
-            parents = commit.parent_ids
-            if len(parents) > 1:
-                raise self._corrupt(oid, "an append commit has more than one parent")
-            oid = str(parents[0]) if parents else None
-        return out
-
-    def _walk(self, head: CommitId,
-              stop_at_checkpoint: bool) -> list[tuple[Record, bytes]]:
-        out: list[tuple[Record, bytes]] = []
-        oid: str | pygit2.Oid | None = head
-        while oid is not None:
-            commit = self._commit(oid)
-            batch = self._commit_raw(commit)
-            cps = [i for i, (r, _) in enumerate(batch) if isinstance(r, Checkpoint)]
-            if stop_at_checkpoint and cps:
-                out.extend(reversed(batch[cps[-1] :]))
-                break
-            out.extend(reversed(batch))
-            parents = commit.parent_ids
-            if len(parents) > 1:
-                raise self._corrupt(str(oid), "an append commit has more than one parent")
-            oid = parents[0] if parents else None
-        out.reverse()
-        first = out[0][0] if out else None
-        if not isinstance(first, (Plan, Checkpoint)):
-            raise CorruptLog(
-                f"log {self.ref_name}: the chain does not start with a plan or checkpoint",
-                "the ref does not hold a gitwal log",
-            )
-        if isinstance(first, Plan) and first.lsn != 1:
-            raise CorruptLog(f"log {self.ref_name}: the plan is not LSN 1", _UNTRUSTED)
-        for i, (rec, _) in enumerate(out, start=first.lsn):
-            if rec.lsn != i:
-                raise CorruptLog(
-                    f"log {self.ref_name}: expected LSN {i}, found {rec.lsn} "
-                    "(a record is missing, duplicated or out of order)",
-                    "the chain was rewritten outside gitwal; do not resume from it",
-                )
-        return out
-
-    def head_records(self, head: CommitId) -> list[Record]:
-        """The records of the head append alone (cheap: one commit, one tree)."""
-        return self._commit_records(self._commit(head))
-
-    def _commit(self, oid: str | pygit2.Oid) -> pygit2.Commit:
-        try:
-            obj = self.repo.get(oid if isinstance(oid, pygit2.Oid) else pygit2.Oid(hex=oid))
-        except ValueError:
-            obj = None
-        if obj is None:
-            raise self._corrupt(str(oid), "object is missing from the repository")
-        if not isinstance(obj, pygit2.Commit):
-            raise self._corrupt(str(oid), f"expected a commit, found a {obj.type_str}")
-        return obj
-
-    def _commit_records(self, commit: pygit2.Commit) -> list[Record]:
-        """The records one append commit carries, in LSN order."""
-        return [rec for rec, _ in self._commit_raw(commit)]
-
-    def _commit_raw(self, commit: pygit2.Commit) -> list[tuple[Record, bytes]]:
-        """(record, its canonical bytes) for every record blob of one append."""
-        try:
-            tree = commit.tree
-        except (KeyError, pygit2.GitError):
-            raise self._corrupt(str(commit.id), "its tree is missing") from None
-        batch: list[tuple[Record, bytes]] = []
-        for entry in tree:
-            name = entry.name or ""
-            m = _RECORD_NAME.fullmatch(name)
-            if m is None:
-                if name[:1].isdigit():
-                    continue
-                break  # entries sort by name: every record blob comes before obj-*
-            lsn = int(m.group(1))
-            try:
-                blob = self.repo.get(entry.id)
-            except ValueError:
-                blob = None
-            if not isinstance(blob, pygit2.Blob):
-                raise CorruptLog(f"{self._where(commit, lsn)}: record blob is missing or "
-                                 "not a blob", _UNTRUSTED)
-            data = blob.data
-            rec = decode(data, self._where(commit, lsn))
-            if rec.lsn != lsn or rec.run != self.run:
-                raise CorruptLog(
-                    f"{self._where(commit, lsn)}: record names LSN {rec.lsn} of run {rec.run!r}",
-                    "a foreign record was placed in this log; it is not trusted",
-                )
-            batch.append((rec, data))
-        if not batch:
-            raise self._corrupt(str(commit.id), "the append commit holds no record")
-        return batch
-
-    def _where(self, commit: pygit2.Commit, lsn: int) -> str:
-        return f"{self.ref_name} LSN {lsn} (commit {str(commit.id)[:12]})"
-
-    def _corrupt(self, oid: str, why: str) -> CorruptLog:
-        return CorruptLog(
-            f"log {self.ref_name}: commit {oid[:12]}: {why}",
-            _UNTRUSTED,
-        )
+        self._key: SigningKey | Literal[False] | None = False  # False: not looked up yet
 
     # -- writing -----------------------------------------------------------
 
@@ -294,12 +131,31 @@ class Store:
         sig = pygit2.Signature(*_SIGNATURE)
         parents = [pygit2.Oid(hex=expect)] if expect else []
         message = summary(records[-1]) + "\n"
-        commit = self.repo.create_commit(None, sig, sig, message, tree, parents)
+        key = self._signing_key()
+        if key is None:
+            commit = self.repo.create_commit(None, sig, sig, message, tree, parents)
+        else:
+            from .signing import create_signed_commit
+
+            commit = create_signed_commit(self.repo, key, tree, parents, sig, sig, message)
         self._sync_objects_dir()
         crash_point("mid-append")
         self._move_ref(commit, expect)
         crash_point("after-append")
         return CommitId(str(commit))
+
+    def _signing_key(self) -> SigningKey | None:
+        """The key named by ``git config wal.signingKey``, loaded once; None: unsigned."""
+        if self._key is False:
+            try:
+                path = str(self.repo.config["wal.signingKey"])
+            except KeyError:
+                self._key = None
+            else:
+                from .signing import load_key  # cryptography only when signing
+
+                self._key = load_key(Path(os.path.expanduser(path)))
+        return self._key or None
 
     def _sync_objects_dir(self) -> None:
         """Make the objects/xx entries our objects went into durable.
@@ -429,15 +285,6 @@ class Store:
 
     def _moved_msg(self) -> str:
         return f"the log {self.ref_name} moved while this process was appending"
-
-
-def _common_dir(repo: pygit2.Repository) -> str:
-    """The git dir shared by all worktrees (refs and objects live there)."""
-    gitdir = Path(repo.path)
-    common = gitdir / "commondir"
-    if common.exists():
-        return str((gitdir / common.read_text().strip()).resolve())
-    return str(gitdir)
 
 
 def list_runs(repo: pygit2.Repository) -> list[RunId]:
