@@ -73,6 +73,6 @@ def main() -> None:
     """A write-ahead log for coding agents, kept in git (refs/wal/<run>)."""
 
 
-from . import checkpoints, hooks, inspect, recover, steps  # noqa: E402  (registers commands)
+from . import checkpoints, hooks, inspect, recover, steps, verify  # noqa: E402  (registers)
 
-__all__ = ["checkpoints", "hooks", "inspect", "main", "recover", "steps"]
+__all__ = ["checkpoints", "hooks", "inspect", "main", "recover", "steps", "verify"]

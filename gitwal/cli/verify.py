@@ -1,0 +1,107 @@
+"""`git wal verify`: the CI verifier of run logs (docs/verify.md).
+
+Exit 0 when every check holds for every selected run, 1 when anything fails
+(or the request itself is wrong: `error:`/`hint:`), 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import xml.etree.ElementTree as ET
+
+import click
+
+from ..errors import EXIT_ERROR
+from ..verify import Options, Report, RunResult, open_repo, select_runs, verify
+from . import emit_json, handled, main
+from .steps import RUN
+
+# Characters XML 1.0 cannot carry at all; a reason may quote a path or a record.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml(text: str) -> str:
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def failure_lines(result: RunResult) -> list[str]:
+    """One line per failure, each naming the run, the LSN when there is one, and why."""
+    return [f"{result.run}{'' if f.lsn is None else f' LSN {f.lsn}'}: {f.check}: {f.reason}"
+            for f in result.failures]
+
+
+def render_text(report: Report) -> str:
+    lines: list[str] = []
+    for r in report.runs:
+        lines += failure_lines(r)
+        lines += [f"{r.run}: note: {n}" for n in r.notes]
+        where = f", branch {r.branch}" if r.branch else ""
+        if r.ok:
+            lines.append(f"ok   {r.run}: {r.records} records verified{where}")
+        else:
+            lines.append(f"FAIL {r.run}: {len(r.failures)} failure(s) in {r.records} "
+                         f"records{where}")
+    failed = sum(not r.ok for r in report.runs)
+    if not report.runs:
+        lines.append("no runs to verify")
+    else:
+        lines.append(f"verified {len(report.runs)} run(s): "
+                     + ("all ok" if not failed else f"{failed} failed"))
+    return "\n".join(lines)
+
+
+def render_junit(report: Report) -> str:
+    """One <testsuite> named gitwal-verify, one <testcase> per run, a <failure> per failing run."""
+    failed = sum(not r.ok for r in report.runs)
+    suite = ET.Element("testsuite", name="gitwal-verify", tests=str(len(report.runs)),
+                       failures=str(failed), errors="0",
+                       time=f"{sum(r.seconds for r in report.runs):.3f}")
+    for r in report.runs:
+        case = ET.SubElement(suite, "testcase", classname="gitwal-verify", name=r.run,
+                             time=f"{r.seconds:.3f}")
+        if not r.ok:
+            first = r.failures[0]
+            message = f"{len(r.failures)} failure(s); first: {first.check}: {first.reason}"
+            node = ET.SubElement(case, "failure", message=_xml(message), type="gitwal-verify")
+            node.text = _xml("\n".join(failure_lines(r)))
+        if r.notes:
+            ET.SubElement(case, "system-out").text = _xml("\n".join(r.notes))
+    body = ET.tostring(suite, encoding="unicode")
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + body
+
+
+def _progress(n: int, of: int, run: str, what: str) -> None:
+    # \r + erase-line: one status line that the next one overwrites.
+    click.echo(f"\r\x1b[Kverify [{n}/{of}] {run}: {what}", err=True, nl=False)
+
+
+@main.command("verify")
+@RUN
+@click.option("--all", "everything", is_flag=True,
+              help="Every run in the repository, dropped (archived) runs included.")
+@click.option("--branch", metavar="REF",
+              help="Branch whose diff from each run's base must be explained "
+                   "(default: the run's plan branch, if it exists).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "junit"]),
+              default="text", show_default=True, help="Output for people, tools, or CI.")
+@handled
+def verify_(run_id: str | None, everything: bool, branch: str | None, fmt: str) -> None:
+    """Check run logs: chain, intents, checkpoints, and unlogged branch changes."""
+    if run_id and everything:
+        raise click.UsageError("--run and --all exclude each other",
+                               click.get_current_context())
+    repo = open_repo(".")
+    runs = select_runs(repo, run_id, everything)
+    tty = sys.stderr.isatty()
+    report = verify(repo, runs, Options(branch=branch), progress=_progress if tty else None)
+    if tty and runs:
+        click.echo("\r\x1b[K", err=True, nl=False)
+    if fmt == "json":
+        emit_json(report.to_dict())
+    elif fmt == "junit":
+        click.echo(render_junit(report))
+    else:
+        click.echo(render_text(report))
+    if not report.ok:
+        sys.exit(EXIT_ERROR)

@@ -1,0 +1,315 @@
+"""`git wal verify`: do the run logs prove what happened? (docs/verify.md)
+
+The verifier reads git objects only -- no working tree, no lock -- so CI can
+run it in a fresh clone or a bare mirror. A run is loaded once (every
+segment, read past its defects, see verify_chain.py); then each :class:`Check`
+in turn yields failures over the loaded run:
+
+* ``closing``: commit/abort records close earlier intents, once each;
+* ``intent``: file tools replay from their pre-images to their post ids;
+* ``objects``: every named object is present and kept alive by the chain;
+* ``checkpoint``: checkpoint fields and trees follow from the log;
+* ``branch``: the branch's diff from the base is explained by the log.
+
+Extension point: signature and seal checks are more :class:`Check` objects
+appended to :data:`DEFAULT_CHECKS` by the CLI (``--allowed-signers``,
+``--require-signed``, ``--require-sealed``); they find the append commits,
+and so their signatures, in ``RunContext.segments``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import pygit2
+
+from .errors import CorruptLog, NotARepository, UnknownRun, WalError
+from .ids import RunId, valid_run_id
+from .records import Checkpoint, Intent, Plan, decode
+from .store import ARCHIVE_PREFIX, Store, list_runs, wal_dir
+from .verify_branch import branch_failures, logged_states, resolve
+from .verify_chain import Entry, Failure, Segment, merge_segments, read_segment
+from .verify_replay import (
+    checkpoint_failures,
+    closing_failures,
+    drift_notes,
+    intent_failures,
+    intents_of,
+    object_failures,
+)
+
+__all__ = ["DEFAULT_CHECKS", "Check", "Failure", "Options", "Report", "RunContext",
+           "RunResult", "open_repo", "select_runs", "verify"]
+
+Progress = Callable[[int, int, str, str], None]  # (n, of, run, what is being done)
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the caller asked for beyond the run selection."""
+
+    branch: str | None = None  # --branch; None: each run's plan branch, if it exists
+
+
+@dataclass(frozen=True)
+class Loaded:
+    segments: tuple[Segment, ...]  # archived segments by n, then the live chain
+    history: tuple[Entry, ...]  # every record once, in LSN order
+    plan: Plan | None
+    failures: tuple[Failure, ...]  # what reading and joining the chains found
+
+
+class Session:
+    """State shared by the runs of one verification: each log is read once."""
+
+    def __init__(self, repo: pygit2.Repository) -> None:
+        self.repo = repo
+        self._loaded: dict[str, Loaded] = {}
+
+    def load(self, run: str) -> Loaded:
+        if run not in self._loaded:
+            try:
+                self._loaded[run] = _load(self.repo, run)
+            except (LookupError, ValueError, pygit2.GitError) as e:
+                # Damage the reader did not foresee (undecodable commit headers,
+                # say): this run fails, the others are still verified.
+                failure = Failure(run, "chain", f"could not read the log: {e!r}")
+                self._loaded[run] = Loaded((), (), None, (failure,))
+        return self._loaded[run]
+
+    def others(self, run: str) -> Iterator[tuple[Plan, list[Entry]]]:
+        """(plan, history) of every other run whose plan could be read."""
+        for other in all_runs(self.repo):
+            loaded = self.load(other)
+            if other != run and loaded.plan is not None:
+                yield loaded.plan, list(loaded.history)
+
+
+@dataclass
+class RunContext:
+    """One loaded run, as every check sees it."""
+
+    repo: pygit2.Repository
+    run: str
+    segments: list[Segment]
+    history: list[Entry]
+    plan: Plan | None
+    options: Options
+    session: Session
+    branch: str | None = None  # the branch the branch check compared, if it ran
+    notes: list[str] = field(default_factory=list)  # what was not checked, and why
+
+
+class Check(Protocol):
+    """One verification over a loaded run. ``name`` labels its failures."""
+
+    @property
+    def name(self) -> str: ...
+
+    def __call__(self, ctx: RunContext) -> Iterable[Failure]: ...
+
+
+@dataclass(frozen=True)
+class FnCheck:
+    name: str
+    fn: Callable[[RunContext], Iterable[Failure]]
+
+    def __call__(self, ctx: RunContext) -> Iterable[Failure]:
+        return self.fn(ctx)
+
+
+def _closing(ctx: RunContext) -> Iterable[Failure]:
+    """The closing rules, plus notes on what the shape of the log leaves unchecked."""
+    if ctx.history:
+        first, last = ctx.history[0].record, ctx.history[-1].record
+        if isinstance(first, Checkpoint):
+            ctx.notes.append(f"the records before LSN {first.lsn} were dropped (`git wal "
+                             f"compact --drop`): checkpoint LSN {first.lsn} stands for them")
+        if isinstance(last, Intent):
+            ctx.notes.append(f"intent LSN {last.lsn} is open (the run stopped mid-step): "
+                             f"`git wal recover --run {ctx.run}` decides it")
+    return closing_failures(ctx.run, ctx.history)
+
+
+def _intent(ctx: RunContext) -> Iterable[Failure]:
+    """Replay every intent; note steps that built on changes made outside the log."""
+    ctx.notes += drift_notes(ctx.repo, ctx.history)
+    return intent_failures(ctx.repo, ctx.run, ctx.history)
+
+
+def _branch(ctx: RunContext) -> Iterable[Failure]:
+    if ctx.plan is None:
+        ctx.notes.append("no plan could be read: the branch was not checked")
+        return []
+    name = ctx.options.branch or ctx.plan.branch
+    if name is None:
+        ctx.notes.append("the run began on a detached HEAD: pass --branch to check a branch")
+        return []
+    found = resolve(ctx.repo, name)
+    if found is None:  # only a plan's branch gets here: verify() checked --branch
+        ctx.notes.append(f"branch {name} does not exist here: the branch was not checked")
+        return []
+    ref, tip = found
+    ctx.branch = ref
+    own = logged_states(ctx.repo, ctx.history, ctx.plan.base)
+    return branch_failures(ctx.repo, ctx.run, ctx.plan, ref, tip, own,
+                           lambda: ctx.session.others(ctx.run))
+
+
+DEFAULT_CHECKS: tuple[Check, ...] = (
+    FnCheck("closing", _closing),
+    FnCheck("intent", _intent),
+    FnCheck("objects", lambda c: object_failures(c.repo, c.run, c.segments,
+                                                 intents_of(c.history))),
+    FnCheck("checkpoint", lambda c: checkpoint_failures(c.repo, c.run, c.history, c.plan)),
+    FnCheck("branch", _branch),
+)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    run: str
+    records: int
+    failures: tuple[Failure, ...]
+    branch: str | None = None
+    notes: tuple[str, ...] = ()
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run": self.run, "ok": self.ok, "records": self.records,
+                "failures": [f.to_dict() for f in self.failures],
+                "branch": self.branch, "notes": list(self.notes)}
+
+
+@dataclass(frozen=True)
+class Report:
+    runs: tuple[RunResult, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.runs)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"runs": [r.to_dict() for r in self.runs], "ok": self.ok}
+
+
+def open_repo(path: str | os.PathLike[str] = ".") -> pygit2.Repository:
+    """The repository at ``path``; bare ones too (``Wal`` needs a working tree)."""
+    try:
+        found = pygit2.discover_repository(str(path))
+    except pygit2.GitError:
+        found = None
+    if found is None:
+        raise NotARepository(f"not a git repository: {os.path.abspath(path)}",
+                             "run `git wal verify` inside a clone or a mirror")
+    return pygit2.Repository(found)
+
+
+def all_runs(repo: pygit2.Repository) -> list[str]:
+    """Runs with a live log or an archived segment (dropped runs too), oldest first."""
+    runs = set(list_runs(repo))
+    for name in repo.references:
+        if name.startswith(ARCHIVE_PREFIX):
+            run, _, n = name[len(ARCHIVE_PREFIX):].rpartition("/")
+            if valid_run_id(run) and n.isdigit():  # gitwal archives no other names
+                runs.add(RunId(run))
+    return sorted(runs)
+
+
+def select_runs(repo: pygit2.Repository, run_id: str | None, everything: bool) -> list[str]:
+    """--run ID, --all, or by default the current run (every run when there is none)."""
+    known = all_runs(repo)
+    if run_id is not None:
+        if not valid_run_id(run_id) or run_id not in known:
+            raise UnknownRun(f"no run {run_id}",
+                             "list runs with `git wal runs` (or verify them all with --all)")
+        return [run_id]
+    if not everything:
+        try:
+            current = (wal_dir(repo) / "current").read_text().strip()
+        except OSError:
+            current = ""
+        if current in known:
+            return [current]
+    return known
+
+
+def _load(repo: pygit2.Repository, run: str) -> Loaded:
+    store = Store(repo, RunId(run))
+    heads = [(f"{ARCHIVE_PREFIX}{run}/{n}", head, False) for n, head in store.archives()]
+    live = store.head()
+    if live is not None:
+        heads.append((store.ref_name, live, True))
+    segments: list[Segment] = []
+    failures: list[Failure] = []
+    for ref, head, is_live in heads:
+        seg, found = read_segment(repo, run, ref, head, is_live)
+        segments.append(seg)
+        failures += found
+    history, found = merge_segments(run, segments)
+    failures += found
+    plan, found = _plan(repo, run, history)
+    return Loaded(tuple(segments), tuple(history), plan, tuple(failures + found))
+
+
+def _plan(repo: pygit2.Repository, run: str,
+          history: list[Entry]) -> tuple[Plan | None, list[Failure]]:
+    """LSN 1, or (log compacted with --drop) the plan blob its first checkpoint names."""
+    first = history[0].record if history else None
+    if isinstance(first, Plan):
+        return first, []
+    if not isinstance(first, Checkpoint):
+        return None, []  # the chain check already said how the log starts
+    blob = repo.get(first.plan)
+    why = "is missing"
+    if isinstance(blob, pygit2.Blob):
+        try:
+            plan = decode(blob.data, f"plan blob {first.plan[:12]}")
+        except CorruptLog as e:
+            why = f"does not decode ({e.message})"
+        else:
+            if isinstance(plan, Plan) and plan.run == run and plan.lsn == 1:
+                return plan, []
+            why = "is not this run's plan"
+    return None, [Failure(run, "chain", f"the plan blob {first.plan[:12]} named by "
+                          f"checkpoint LSN {first.lsn} {why}", first.lsn)]
+
+
+def verify(repo: pygit2.Repository, runs: Sequence[str], options: Options = Options(),
+           checks: Sequence[Check] = DEFAULT_CHECKS,
+           progress: Progress | None = None) -> Report:
+    """Verify ``runs``; failures are data, a WalError means the request itself is wrong."""
+    if options.branch is not None and resolve(repo, options.branch) is None:
+        raise WalError(f"no branch, ref or commit named {options.branch!r}",
+                       "pass --branch an existing branch (e.g. main) or ref")
+    session = Session(repo)
+    results = []
+    for n, run in enumerate(runs, 1):
+        start = time.monotonic()
+        if progress:
+            progress(n, len(runs), run, "reading the log")
+        loaded = session.load(run)
+        ctx = RunContext(repo, run, list(loaded.segments), list(loaded.history), loaded.plan,
+                         options, session)
+        failures = list(loaded.failures)
+        for check in checks:
+            if progress:
+                progress(n, len(runs), run, f"{check.name} check")
+            try:
+                failures += check(ctx)
+            except (LookupError, ValueError, pygit2.GitError) as e:
+                # A repository broken in a way no check foresaw (an object
+                # missing under a tree that exists, say) is a failure of this
+                # run, not a traceback that hides the other runs' results.
+                failures.append(Failure(run, check.name, f"could not finish: {e!r}"))
+        results.append(RunResult(run, len(loaded.history), tuple(dict.fromkeys(failures)),
+                                 ctx.branch, tuple(ctx.notes), time.monotonic() - start))
+    return Report(tuple(results))

@@ -1,0 +1,410 @@
+"""The checks of `git wal verify` that re-derive what the records claim.
+
+* closing: every commit/abort closes an earlier, open intent, once;
+* intents: a file tool's post ids follow from its pre-images and args;
+* objects: every object a record names is kept alive by the chain;
+* checkpoints: each checkpoint tree is what the committed steps left.
+
+All of them read git objects only (no working tree), so they run in a bare
+mirror as well as in a clone. Each returns failures; none raises on a bad log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import pygit2
+from pygit2.enums import ObjectType
+
+from . import tools
+from .checkpoint import expected_state, tree_state
+from .errors import WalError
+from .ids import ABSENT, TreeId
+from .records import REPLAY_SAFE, Abort, Checkpoint, Commit, Intent, Plan, Record, type_name
+from .store import CHECKPOINT_PREFIX
+from .verify_chain import Entry, Failure, Segment, object_kind
+from .worktree import MODE_TREE, Worktree, blob_id
+
+MAX_PATHS = 20  # per checkpoint: past this, one line says how many more
+
+
+class TreeView(Worktree):
+    """The part of a Worktree that only diffs trees, for a repository without one.
+
+    ``checkpoint.expected_state`` takes a Worktree but uses it only to diff
+    exec snapshots; a bare mirror (CI) has no working tree, and
+    ``Worktree.__init__`` refuses it. Nothing here touches files.
+    """
+
+    def __init__(self, repo: pygit2.Repository) -> None:  # no super(): no tree to find
+        self.repo = repo
+        self.root = Path(repo.path)
+
+
+def short(oid: str) -> str:
+    return oid if oid == ABSENT else oid[:12]
+
+
+def intents_of(history: Iterable[Entry]) -> dict[int, Intent]:
+    return {e.record.lsn: e.record for e in history if isinstance(e.record, Intent)}
+
+
+# -- closing ---------------------------------------------------------------
+
+
+def closing_failures(run: str, history: list[Entry]) -> list[Failure]:
+    """Intents close at most once, by a later record; one open intent, the newest."""
+    out: list[Failure] = []
+    by_lsn = {e.record.lsn: e.record for e in history}
+    closed: dict[int, int] = {}
+    open_: Intent | None = None
+
+    def fail(reason: str, lsn: int) -> None:
+        out.append(Failure(run, "closing", reason, lsn))
+
+    for e in history:
+        r = e.record
+        if isinstance(r, Plan) and r.lsn != 1:
+            fail(f"a plan record at LSN {r.lsn} (the plan is LSN 1 only)", r.lsn)
+        elif isinstance(r, Intent):
+            if open_ is not None:
+                fail(f"intent LSN {r.lsn} begins while intent LSN {open_.lsn} is still open "
+                     "(at most one intent may be open)", r.lsn)
+            open_ = r
+        elif isinstance(r, Checkpoint) and open_ is not None:
+            fail(f"checkpoint written while intent LSN {open_.lsn} is open", r.lsn)
+        elif isinstance(r, (Commit, Abort)):
+            kind = type_name(r)
+            target = by_lsn.get(r.intent)
+            if r.intent >= r.lsn:
+                fail(f"{kind} closes LSN {r.intent}, which is not an earlier record", r.lsn)
+            elif not isinstance(target, Intent):
+                what = ("is not in the log" if target is None
+                        else f"is a {type_name(target)} record, not an intent")
+                fail(f"{kind} closes LSN {r.intent}, which {what}", r.lsn)
+            elif r.intent in closed:
+                fail(f"{kind} closes intent LSN {r.intent}, already closed by LSN "
+                     f"{closed[r.intent]}", r.lsn)
+            else:
+                closed[r.intent] = r.lsn
+                if open_ is not None and open_.lsn == r.intent:
+                    open_ = None
+    if open_ is not None and history and history[-1].record.lsn != open_.lsn:
+        fail(f"intent LSN {open_.lsn} ({open_.tool} {' '.join(open_.target)}) is never "
+             "closed, yet records follow it (an open intent must be the newest record)",
+             open_.lsn)
+    return out
+
+
+# -- intents ---------------------------------------------------------------
+
+
+def _blob(repo: pygit2.Repository, oid: str) -> bytes | None:
+    obj = repo.get(oid)
+    return obj.data if isinstance(obj, pygit2.Blob) else None
+
+
+def intent_problems(repo: pygit2.Repository, run: str, i: Intent) -> list[str]:
+    """Why ``i`` is not what gitwal would have logged (empty: it is)."""
+    label = f"intent LSN {i.lsn} ({i.tool} {' '.join(i.target)})"
+    problems: list[str] = []
+    if i.key != f"{run}:{i.lsn}":
+        problems.append(f"{label}: key {i.key!r} is not {run}:{i.lsn}")
+    if i.tool == "exec":
+        if i.target != (".",) or i.mode != (MODE_TREE,) or i.pre[0] == ABSENT:
+            problems.append(f"{label}: an exec intent targets '.' with one pre tree")
+        return problems
+    spec = tools.TOOLS.get(i.tool)
+    if spec is None:
+        return [*problems, f"{label}: unknown tool {i.tool!r}"]
+    assert i.post is not None  # decode guarantees a post list for every file tool
+    paths = tuple(i.args.get(name) for name in spec.path_args)
+    if paths != i.target:
+        problems.append(f"{label}: target {list(i.target)} does not match the path "
+                        f"arguments {list(paths)}")
+        if len(paths) != len(i.target):
+            return problems  # the tool would be fed the wrong number of pre-images
+    if i.replay != REPLAY_SAFE:
+        problems.append(f"{label}: file tools are replay-safe, the record says {i.replay!r}")
+    for path, pre, mode in zip(i.target, i.pre, i.mode, strict=True):
+        if (pre == ABSENT) != (mode == 0):
+            problems.append(f"{label}: {path} has mode {mode:o} but pre {short(pre)}")
+    if i.tool == "write_file":
+        content = i.args.get("content")
+        if content != i.post[0] or content == ABSENT:
+            problems.append(f"{label}: args.content {content!r} is not the post-image "
+                            f"{short(i.post[0])}")
+        return problems
+    pre_data: list[bytes | None] = []
+    for pre in i.pre:
+        data = None if pre == ABSENT else _blob(repo, pre)
+        if pre != ABSENT and data is None:
+            return problems  # the objects check names the missing pre-image
+        pre_data.append(data)
+    try:
+        post = spec.apply(tuple(pre_data), i.args)
+    except WalError as e:
+        return [*problems, f"{label}: the tool refuses its recorded args on the recorded "
+                           f"pre-image ({e.message}); gitwal never logs such a step"]
+    except (TypeError, ValueError) as e:
+        # The tools check the arguments gitwal passes them; a hand-written record
+        # can hold anything (a list where a string goes, say).
+        return [*problems, f"{label}: the tool cannot run on its recorded args ({e})"]
+    got = tuple(ABSENT if d is None else blob_id(d) for d in post)
+    for path, want, have in zip(i.target, i.post, got, strict=True):
+        if want != have:
+            problems.append(f"{label}: replaying {i.tool} on the recorded pre-image gives "
+                            f"{path} = {short(have)}, the intent records {short(want)} "
+                            "(args, pre or post edited)")
+    return problems
+
+
+def intent_failures(repo: pygit2.Repository, run: str, history: list[Entry]) -> list[Failure]:
+    """Every intent replays; a commit's post equals its file intent's post."""
+    out: list[Failure] = []
+    intents = intents_of(history)
+    for e in history:
+        r = e.record
+        if isinstance(r, Intent):
+            out += [Failure(run, "intent", p, r.lsn) for p in intent_problems(repo, run, r)]
+        elif isinstance(r, Commit) and (i := intents.get(r.intent)) is not None:
+            if i.tool == "exec":
+                if len(r.post) != 1 or r.post[0] == ABSENT:
+                    out.append(Failure(run, "intent", f"commit LSN {r.lsn} of exec intent "
+                                       f"{i.lsn} must name one post tree", r.lsn))
+            elif r.post != i.post:
+                got = ", ".join(f"{p} = {short(x)}" for p, x in zip(i.target, r.post,
+                                                                     strict=False))
+                want = ", ".join(short(x) for x in i.post or ())
+                out.append(Failure(run, "intent", f"commit LSN {r.lsn} records {got}, but "
+                                   f"intent LSN {i.lsn} expects {want}", r.lsn))
+        elif isinstance(r, Abort) and (i := intents.get(r.intent)) is not None:
+            stray = set(r.restored) - set(i.target)
+            if i.tool != "exec" and stray:
+                out.append(Failure(run, "intent", f"abort LSN {r.lsn} restored "
+                                   f"{sorted(stray)}, which intent LSN {i.lsn} does not "
+                                   "target", r.lsn))
+    return out
+
+
+def drift_notes(repo: pygit2.Repository, history: list[Entry], limit: int = 10) -> list[str]:
+    """File intents whose pre-image is not the state the log last gave the path.
+
+    Such a step built on a change made outside the log (an edit between two
+    steps). Its result is then "explained" by the step, so neither
+    `git wal checkpoint` nor the branch check calls it unlogged: these notes
+    are the only trace. Paths the log has given no state yet are skipped (a
+    run may begin on a dirty tree).
+    """
+    trees = TreeView(repo)
+    known: dict[str, tuple[str, str]] = {}  # path -> (state, which record left it)
+    checkpoint: Checkpoint | None = None  # the newest one: its tree is a known state
+    intents: dict[int, Intent] = {}
+    out: list[str] = []
+    for e in history:
+        r = e.record
+        if isinstance(r, Checkpoint) and object_kind(repo, r.tree) == ObjectType.TREE:
+            known, checkpoint = {}, r
+        elif isinstance(r, Intent) and r.tool != "exec":
+            intents[r.lsn] = r
+            for path, pre in zip(r.target, r.pre, strict=True):
+                last = known.get(path)
+                if last is None and checkpoint is not None:
+                    last = (tree_state(repo, checkpoint.tree, path),
+                            f"checkpoint LSN {checkpoint.lsn}")
+                if last is not None and last[0] != pre:
+                    out.append(f"LSN {r.lsn} ({r.tool}) began with {path} = {short(pre)}, "
+                               f"not {short(last[0])} as {last[1]} left it: changed outside "
+                               "the log in between, and the step built on it")
+        elif isinstance(r, Intent):
+            intents[r.lsn] = r
+        elif isinstance(r, Commit) and (i := intents.get(r.intent)) is not None:
+            if i.tool != "exec":
+                known.update((p, (x, f"LSN {i.lsn}"))
+                             for p, x in zip(i.target, r.post, strict=False))
+            elif len(r.post) == 1 and all(_is(repo, t, ObjectType.TREE)
+                                          for t in (i.pre[0], r.post[0])):
+                for path in trees.changed_paths(TreeId(i.pre[0]), TreeId(r.post[0])):
+                    known[path] = (tree_state(repo, r.post[0], path), f"exec LSN {i.lsn}")
+    if len(out) > limit:
+        out[limit:] = [f"... and {len(out) - limit} more step(s) that built on such changes"]
+    return out
+
+
+# -- objects ---------------------------------------------------------------
+
+
+def named_objects(rec: Record, intents: dict[int, Intent]) -> list[tuple[str, str, ObjectType]]:
+    """(object id, what it is, its type) for every object ``rec`` names."""
+    out: list[tuple[str, str, ObjectType]] = []
+    if isinstance(rec, Intent):
+        if rec.tool == "exec":
+            out.append((rec.pre[0], "pre tree", ObjectType.TREE))
+        else:
+            for path, pre, post in zip(rec.target, rec.pre, rec.post or rec.pre, strict=True):
+                out += [(pre, f"pre-image of {path}", ObjectType.BLOB),
+                        (post, f"post-image of {path}", ObjectType.BLOB)]
+    elif isinstance(rec, Commit):
+        intent = intents.get(rec.intent)
+        if intent is not None and intent.tool == "exec":
+            out += [(p, "post tree", ObjectType.TREE) for p in rec.post]
+        else:
+            paths = intent.target if intent else tuple(f"#{n}" for n in range(len(rec.post)))
+            out += [(p, f"post-image of {t}", ObjectType.BLOB)
+                    for t, p in zip(paths, rec.post, strict=False)]
+    elif isinstance(rec, Checkpoint):
+        out += [(rec.tree, "checkpoint tree", ObjectType.TREE),
+                (rec.plan, "plan blob", ObjectType.BLOB)]
+    return [x for x in out if x[0] != ABSENT]
+
+
+def object_failures(repo: pygit2.Repository, run: str, segments: list[Segment],
+                    intents: dict[int, Intent]) -> list[Failure]:
+    """Each named object exists, has its type, and an obj-<oid> entry of this append
+    or an earlier one keeps it (so `git gc` cannot drop it)."""
+    out: list[Failure] = []
+    for seg in segments:
+        kept: set[str] = set()
+        for append in seg.appends:
+            kept |= append.objects
+            for e in append.entries:
+                for oid, what, want in named_objects(e.record, intents):
+                    kind = object_kind(repo, oid)
+                    where = f"LSN {e.record.lsn} names {what} {short(oid)}"
+                    if kind is None:
+                        reason = f"{where}, which is missing from the repository"
+                    elif kind != want:
+                        reason = f"{where}, which is a {kind.name.lower()}"
+                    elif oid not in kept:
+                        reason = (f"{where}, but no obj-{short(oid)} entry of its append "
+                                  f"({append.oid[:12]}) or an earlier one keeps it alive")
+                    else:
+                        continue
+                    out.append(Failure(run, "objects", reason, e.record.lsn))
+    return out
+
+
+# -- checkpoints -----------------------------------------------------------
+
+
+def _is(repo: pygit2.Repository, oid: str, kind: ObjectType) -> bool:
+    return object_kind(repo, oid) == kind
+
+
+def replayable(records: list[Record], intents: dict[int, Intent],
+               repo: pygit2.Repository) -> list[Record]:
+    """The records ``expected_state`` can replay without tripping on a defect that
+    another check reports (unknown intents, wrong lengths, missing trees)."""
+    needed: dict[int, Intent] = {}
+    out: list[Record] = []
+    for r in records:
+        if not isinstance(r, Commit) or (i := intents.get(r.intent)) is None:
+            continue
+        if i.tool == "exec":
+            if len(r.post) != 1 or not all(_is(repo, t, ObjectType.TREE)
+                                           for t in (i.pre[0], r.post[0])):
+                continue
+        elif len(r.post) != len(i.target):
+            continue
+        needed[i.lsn] = i
+        out.append(r)
+    return [*needed.values(), *out]
+
+
+def checkpoint_failures(repo: pygit2.Repository, run: str, history: list[Entry],
+                        plan: Plan | None) -> list[Failure]:
+    """Each checkpoint's fields follow from the records before it, and its tree is the
+    previous tree (the base commit's, first) plus the committed steps since."""
+    out: list[Failure] = []
+    intents = intents_of(history)
+    trees = TreeView(repo)
+    plan_blob = next((blob_id(e.raw) for e in history if isinstance(e.record, Plan)), None)
+    base: str | None = None
+    label = "the base commit"
+    if plan is not None and history and isinstance(history[0].record, Plan):
+        commit = repo.get(plan.base)
+        if isinstance(commit, pygit2.Commit):
+            base = str(commit.tree_id)
+        else:
+            out.append(Failure(run, "checkpoint", f"the base commit {short(plan.base)} is "
+                               "missing: checkpoint trees cannot be replayed", 1))
+    prev: Checkpoint | None = None
+    since: list[Record] = []
+    for e in history:
+        cp = e.record
+        if not isinstance(cp, Checkpoint):
+            since.append(cp)
+            continue
+        reasons = [] if e is history[0] else _field_problems(cp, prev, since, intents)
+        reasons += _ref_problems(repo, run, cp, plan_blob)
+        if base is not None and _is(repo, cp.tree, ObjectType.TREE):
+            records = replayable(since, intents, repo)
+            reasons += _tree_problems(repo, trees, TreeId(base), cp, records, label)
+        out += [Failure(run, "checkpoint", reason, cp.lsn) for reason in reasons]
+        base = cp.tree if _is(repo, cp.tree, ObjectType.TREE) else None
+        label = f"checkpoint LSN {cp.lsn}"
+        prev, since = cp, []
+    return out
+
+
+def _ref_problems(repo: pygit2.Repository, run: str, cp: Checkpoint,
+                  plan_blob: str | None) -> list[str]:
+    """The plan blob, the commit and (detached) the ref the record names agree with it."""
+    out = []
+    if plan_blob is not None and cp.plan != plan_blob:
+        out.append(f"names plan blob {short(cp.plan)}, but the plan record is "
+                   f"{short(plan_blob)}")
+    commit = repo.get(cp.git)  # may be gone (a rewritten branch): nothing keeps it alive
+    if commit is not None and (not isinstance(commit, pygit2.Commit)
+                               or str(commit.tree_id) != cp.tree):
+        out.append(f"commit {short(cp.git)} does not have the recorded tree {short(cp.tree)}")
+    if cp.ref.startswith(CHECKPOINT_PREFIX):
+        want = f"{CHECKPOINT_PREFIX}{run}/{cp.lsn}"
+        ref = repo.references.get(want)
+        if cp.ref != want:
+            out.append(f"ref {cp.ref} is not {want}")
+        elif ref is not None and str(ref.target) != cp.git:
+            out.append(f"{want} points at {short(str(ref.target))}, not at {short(cp.git)}")
+    return out
+
+
+def _field_problems(cp: Checkpoint, prev: Checkpoint | None, since: list[Record],
+                    intents: dict[int, Intent]) -> list[str]:
+    """covers, committed and done_steps, as `git wal checkpoint` computes them."""
+    commits = [r for r in since if isinstance(r, Commit)]
+    covers = commits[-1].intent if commits else (prev.covers if prev else 0)
+    committed = (prev.committed if prev else 0) + len(commits)
+    steps = set(prev.done_steps if prev else ())
+    steps |= {s for c in commits if (i := intents.get(c.intent)) and (s := i.step) is not None}
+    out = []
+    if cp.covers != covers:
+        out.append(f"covers LSN {cp.covers}, but the last committed intent before it is "
+                   f"LSN {covers}")
+    if cp.committed != committed:
+        out.append(f"counts {cp.committed} committed intents, the log has {committed}")
+    if tuple(sorted(steps)) != cp.done_steps:
+        out.append(f"done_steps {list(cp.done_steps)}, the committed intents carry out "
+                   f"{sorted(steps)}")
+    return out
+
+
+def _tree_problems(repo: pygit2.Repository, trees: TreeView, base: TreeId, cp: Checkpoint,
+                   records: list[Record], label: str) -> list[str]:
+    expected = expected_state(repo, trees, records)
+    tree = TreeId(cp.tree)
+    allowed = set(cp.unlogged)
+    out: list[str] = []
+    for path in trees.changed_paths(base, tree):
+        if path not in expected and path not in allowed:
+            out.append(f"its tree changes {path} ({short(tree_state(repo, base, path))} -> "
+                       f"{short(tree_state(repo, tree, path))}) since {label}, but no "
+                       "committed step did and the record does not list it as unlogged")
+    for path, want in sorted(expected.items()):
+        have = tree_state(repo, tree, path)
+        if have != want and path not in allowed:
+            out.append(f"its tree holds {path} = {short(have)}, but the committed steps "
+                       f"since {label} leave it {short(want)}")
+    if len(out) > MAX_PATHS:
+        out[MAX_PATHS:] = [f"... and {len(out) - MAX_PATHS} more path(s) that differ"]
+    return out
