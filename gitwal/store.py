@@ -131,18 +131,22 @@ class Store(Chain):
         sig = pygit2.Signature(*_SIGNATURE)
         parents = [pygit2.Oid(hex=expect)] if expect else []
         message = summary(records[-1]) + "\n"
-        key = self._signing_key()
-        if key is None:
-            commit = self.repo.create_commit(None, sig, sig, message, tree, parents)
-        else:
-            from .signing import create_signed_commit
-
-            commit = create_signed_commit(self.repo, key, tree, parents, sig, sig, message)
+        commit = self._write_commit(sig, sig, message, tree, parents)
         self._sync_objects_dir()
         crash_point("mid-append")
         self._move_ref(commit, expect)
         crash_point("after-append")
         return CommitId(str(commit))
+
+    def _write_commit(self, author: pygit2.Signature, committer: pygit2.Signature,
+                      message: str, tree: pygit2.Oid, parents: list[pygit2.Oid]) -> pygit2.Oid:
+        """An append commit (no ref moved), SSH-signed when a key is configured."""
+        key = self._signing_key()
+        if key is None:
+            return self.repo.create_commit(None, author, committer, message, tree, parents)
+        from .signing import create_signed_commit
+
+        return create_signed_commit(self.repo, key, tree, parents, author, committer, message)
 
     def _signing_key(self) -> SigningKey | None:
         """The key named by ``git config wal.signingKey``, loaded once; None: unsigned."""
@@ -252,10 +256,9 @@ class Store(Chain):
         tree = tb.write()
         for i, (oid, _batch) in enumerate(keep):
             old = self._commit(oid)
-            new = self.repo.create_commit(
-                None, old.author, old.committer, old.message,
-                tree if i == 0 else old.tree_id, parent,
-            )
+            # Re-signed like any append: a compacted chain stays verifiable.
+            new = self._write_commit(old.author, old.committer, old.message,
+                                     tree if i == 0 else old.tree_id, parent)
             parent = [new]
         self._sync_objects_dir()
         return CommitId(str(parent[0]))
