@@ -188,7 +188,12 @@ class Worktree:
         env.pop("GIT_WORK_TREE", None)
         for args in (["add", "-A", "--", "."], ["write-tree"]):
             proc = subprocess.run(
-                ["git", "-c", "core.fsync=none", *args], cwd=self.root, env=env,
+                # Each new loose object is fsynced before git links it into
+                # place, so a crash never leaves a torn object that a later
+                # write would take for present; the syncfs() after the
+                # snapshot makes the directory entries durable.
+                ["git", "-c", "core.fsync=loose-object", "-c", "core.fsyncMethod=fsync",
+                 *args], cwd=self.root, env=env,
                 capture_output=True, text=True,
             )
             if proc.returncode != 0:
