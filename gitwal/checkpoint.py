@@ -16,11 +16,11 @@ import pygit2
 from .durable import crash_point
 from .effects import run_check
 from .errors import WalError
-from .ids import ABSENT, CommitId, Lsn, TreeId
+from .ids import CommitId, Lsn, TreeId
 from .records import Checkpoint, Commit, Intent, Plan, Record, encode
 from .run import Run
 from .store import ARCHIVE_PREFIX, CHECKPOINT_PREFIX, Ref
-from .worktree import Worktree, blob_id
+from .worktree import Worktree, blob_id, tree_state
 
 TRAILERS = ("Wal-Run", "Wal-Lsn")
 
@@ -89,15 +89,6 @@ def expected_state(repo: pygit2.Repository, wt: Worktree,
             else:
                 out.update(zip(intent.target, rec.post, strict=True))
     return out
-
-
-def tree_state(repo: pygit2.Repository, tree_id: str, path: str) -> str:
-    tree = repo[tree_id]
-    assert isinstance(tree, pygit2.Tree)
-    try:
-        return str(tree[path].id)
-    except KeyError:
-        return ABSENT
 
 
 def unexplained(run: Run, records: list[Record], base_tree: TreeId, snap: TreeId) -> list[str]:

@@ -28,11 +28,11 @@ import pygit2
 
 from .durable import crash_point
 from .effects import apply_post, restore_pre, run_check, run_command
-from .ids import ABSENT, CommitId, Lsn, TreeId
+from .ids import CommitId, Lsn, TreeId
 from .prompt import redo_command, remaining_steps, render
 from .records import REPLAY_SAFE, Abort, Checkpoint, Commit, Intent, Plan, Record, to_dict
 from .store import Ref, Store
-from .worktree import Worktree
+from .worktree import Worktree, tree_state
 
 APPLIED = "applied-missing-commit"
 NOT_APPLIED = "not-applied"
@@ -317,7 +317,7 @@ def summarise(
         committed.append(intent)
         if intent.tool == "exec":
             for path in wt.changed_paths(TreeId(intent.pre[0]), TreeId(rec.post[0])):
-                expected[path] = (_tree_state(repo, rec.post[0], path), intent.lsn)
+                expected[path] = (tree_state(repo, rec.post[0], path), intent.lsn)
         else:
             for path, post in zip(intent.target, rec.post, strict=True):
                 expected[path] = (post, intent.lsn)
@@ -327,15 +327,6 @@ def summarise(
         if have != want:
             drift.append(Drift(path, lsn, want, have))
     return tuple(committed), tuple(aborted), tuple(drift)
-
-
-def _tree_state(repo: pygit2.Repository, tree_id: str, path: str) -> str:
-    tree = repo[tree_id]
-    assert isinstance(tree, pygit2.Tree)
-    try:
-        return str(tree[path].id)
-    except KeyError:
-        return ABSENT
 
 
 __all__ = ["Drift", "Outcome", "Recovery", "Report", "to_dict"]

@@ -43,6 +43,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PublicKey,
 )
 
+from .durable import fsync_dir
 from .errors import WalError
 
 __all__ = [
@@ -270,14 +271,6 @@ def default_key_path() -> Path:
     return base / "gitwal" / "signing_key"
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _make_private_dirs(path: Path) -> None:
     """Create the missing ancestors of ``path`` with mode 0700 (existing ones are left alone)."""
     missing: list[Path] = []
@@ -291,7 +284,7 @@ def _make_private_dirs(path: Path) -> None:
         except FileExistsError:
             continue
         os.chmod(d, 0o700)  # the umask may have taken bits away; never adds any
-        _fsync_dir(d.parent)
+        fsync_dir(d.parent)
 
 
 def _write_new(path: Path, data: bytes, mode: int, replace_stale: bool = True) -> Path:
@@ -356,7 +349,7 @@ def generate_key(path: Path, comment: str = "gitwal") -> str:
     tmp = _write_new(path.with_name(f".{path.name}.pub.{os.getpid()}.tmp"),
                      (key.public_line + "\n").encode(), 0o644)
     os.replace(tmp, pub)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
     return key.public_line
 
 
@@ -693,7 +686,7 @@ def trust_add(file: Path, pubkey: str, name: str) -> bool:
     finally:
         os.close(fd)
     if not existed:
-        _fsync_dir(file.parent)
+        fsync_dir(file.parent)
     return True
 
 

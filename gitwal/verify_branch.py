@@ -17,11 +17,11 @@ from collections.abc import Callable, Iterable
 import pygit2
 from pygit2.enums import ObjectType, SortMode
 
-from .checkpoint import tree_state
 from .ids import ABSENT, TreeId
 from .records import Checkpoint, Commit, Intent, Plan
 from .verify_chain import Entry, Failure, object_kind
 from .verify_replay import TreeView, short
+from .worktree import tree_state
 
 States = dict[str, list[str]]  # path -> the states the log gave it, oldest first
 MAX_NAMED = 3  # commits named per path; the rest are counted

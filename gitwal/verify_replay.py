@@ -18,13 +18,13 @@ import pygit2
 from pygit2.enums import ObjectType
 
 from . import tools
-from .checkpoint import expected_state, tree_state
+from .checkpoint import expected_state
 from .errors import WalError
 from .ids import ABSENT, TreeId
 from .records import REPLAY_SAFE, Abort, Checkpoint, Commit, Intent, Plan, Record, type_name
 from .store import CHECKPOINT_PREFIX
 from .verify_chain import Entry, Failure, Segment, object_kind
-from .worktree import MODE_TREE, Worktree, blob_id
+from .worktree import MODE_TREE, Worktree, blob_id, tree_state
 
 MAX_PATHS = 20  # per checkpoint: past this, one line says how many more
 

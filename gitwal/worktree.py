@@ -34,6 +34,16 @@ MODE_TREE = 0o040000
 MODE_GITLINK = 0o160000
 
 
+def tree_state(repo: pygit2.Repository, tree_id: str, path: str) -> str:
+    """The object id ``path`` has in a tree, or ABSENT."""
+    tree = repo[tree_id]
+    assert isinstance(tree, pygit2.Tree)
+    try:
+        return str(tree[path].id)
+    except KeyError:
+        return ABSENT
+
+
 def blob_id(data: bytes) -> BlobId:
     """The git object id of ``data`` as a blob (no write)."""
     return BlobId(str(pygit2.hash(data)))

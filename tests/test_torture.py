@@ -42,7 +42,7 @@ from typing import IO, Any
 
 from .conftest import GIT_WAL, git, init_repo, tree_of
 
-KILLS = int(os.environ.get("GITWAL_TORTURE_KILLS", "25"))
+KILLS = int(os.environ.get("GITWAL_TORTURE_KILLS", "20"))
 SEED = int(os.environ.get("GITWAL_TORTURE_SEED", "20261202"))
 RUN = "mixed"
 RECOVER_KILL_P = 0.3  # chance, before each recovery, that it is killed (and recovery reruns)
