@@ -33,20 +33,25 @@ class CheckResult:
     output: str
 
 
-def run_check(command: str, wt: Worktree, intent: Intent) -> CheckResult:
-    """Run a verification command in the tree; exit 0 means it passed."""
+def run_check(command: str, wt: Worktree, intent: Intent, hold: int | None = None
+              ) -> CheckResult:
+    """Run a verification command in the tree; exit 0 means it passed.
+
+    ``hold``: a lock fd the command inherits (Store.command_lock)."""
     proc = subprocess.run(
         command, shell=True, cwd=wt.root, env=_step_env(intent), capture_output=True,
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL, pass_fds=() if hold is None else (hold,),
     )
     out = (proc.stdout + proc.stderr).decode("utf-8", "replace")
     return CheckResult(proc.returncode == 0, out[-OUTPUT_TAIL:])
 
 
-def run_command(argv: Sequence[str], wt: Worktree, intent: Intent) -> int:
-    """Run an exec step's command with its idempotency key in the environment."""
+def run_command(argv: Sequence[str], wt: Worktree, intent: Intent, hold: int) -> int:
+    """Run an exec step's command with its idempotency key in the environment;
+    it inherits ``hold``, the step's command lock (Store.command_lock)."""
     try:
-        return subprocess.run(list(argv), cwd=wt.root, env=_step_env(intent)).returncode
+        return subprocess.run(list(argv), cwd=wt.root, env=_step_env(intent),
+                              pass_fds=(hold,)).returncode
     except FileNotFoundError:
         return 127
     except PermissionError:

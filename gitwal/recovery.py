@@ -28,6 +28,7 @@ import pygit2
 
 from .durable import crash_point
 from .effects import apply_post, restore_pre, run_check, run_command
+from .errors import RunBusy
 from .ids import CommitId, Lsn, TreeId
 from .prompt import redo_command, remaining_steps, render
 from .records import REPLAY_SAFE, Abort, Checkpoint, Commit, Intent, Plan, Record, to_dict
@@ -174,12 +175,26 @@ class Recovery:
             elif isinstance(rec, (Commit, Abort)):
                 closed.add(rec.intent)
         open_intents = [i for lsn, i in intents.items() if lsn not in closed]
+        running = {i.lsn: path for i in open_intents if i.tool == "exec"
+                   and (path := self.store.command_running(i.lsn)) is not None}
+        if running and not dry_run:
+            # Its effect is still unfolding: any decision now could be undone by it.
+            lsn, path = next(iter(running.items()))
+            raise RunBusy(
+                f"run {self.store.run} is in use by another live gitwal process: the "
+                f"command of exec step LSN {lsn} is still running",
+                f"wait for it to exit (`fuser {path}` names it), or stop it, then "
+                "run `git wal recover` again",
+            )
         outcomes: list[Outcome] = []
         removed: list[str] = []
         for intent in open_intents:
             if not dry_run:
                 removed.extend(self._clear_temps(intent))
-            outcomes.append(self._decide(intent, dry_run))
+            outcome = self._decide(intent, dry_run)
+            outcomes.append(outcome)
+            if intent.tool == "exec" and not dry_run and not outcome.open:
+                self.store.clear_command_lock(intent.lsn)
         # Under the run lock nobody else appends: the log is what we read plus
         # what we added (no second walk of the chain).
         after = records + self.appended
@@ -256,6 +271,11 @@ class Recovery:
                             verified, recovered=True))
         return self._outcome(intent, outcome, action, detail + "; now committed")
 
+    def _running(self, intent: Intent) -> str:
+        if self.store.command_running(intent.lsn) is None:
+            return ""
+        return "; its command is still running (recovery waits until it exits)"
+
     def _decide_exec(self, intent: Intent, dry_run: bool) -> Outcome:
         pre_tree = TreeId(intent.pre[0])
         now = self.wt.snapshot(self.store.run)
@@ -263,7 +283,8 @@ class Recovery:
             changed = tuple(self.wt.changed_paths(pre_tree, now))
             detail = f"command may have run: {len(changed)} path(s) differ from the pre tree"
             if dry_run:
-                return self._outcome(intent, IN_DOUBT, "none", detail, changed, True)
+                return self._outcome(intent, IN_DOUBT, "none", detail + self._running(intent),
+                                     changed, True)
             if self.restore:
                 restored = self.wt.restore_paths(pre_tree, list(changed), f"r{intent.lsn}")
                 self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
@@ -273,15 +294,16 @@ class Recovery:
                                      detail + "; restored to the pre tree", changed)
             return self._outcome(intent, IN_DOUBT, "left-open", detail, changed, True)
         if dry_run:
-            return self._outcome(intent, NOT_APPLIED, "none", "not applied")
+            return self._outcome(intent, NOT_APPLIED, "none", "not applied" + self._running(intent))
         if self.redo and intent.replay == REPLAY_SAFE:
-            code = run_command(intent.args["argv"], self.wt, intent)
-            post = self.wt.snapshot(self.store.run)
-            ok = code == 0
-            output = ""
-            if ok and intent.check:
-                result = run_check(intent.check, self.wt, intent)
-                ok, output = result.ok, result.output
+            with self.store.command_lock(intent.lsn) as hold:
+                code = run_command(intent.args["argv"], self.wt, intent, hold)
+                post = self.wt.snapshot(self.store.run)
+                ok = code == 0
+                output = ""
+                if ok and intent.check:
+                    result = run_check(intent.check, self.wt, intent, hold)
+                    ok, output = result.ok, result.output
             if ok:
                 self._append(Commit(self.store.run, self.next_lsn, intent.lsn, (post,),
                                     "exit 0 (redone by recovery)", True),

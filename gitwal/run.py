@@ -182,17 +182,24 @@ class Run:
             )
             head = self.store.append([intent], [Ref(pre_tree, is_tree=True)], head)
             crash_point("after-intent")
-            code = run_command(argv, self.wt, intent)
-            crash_point("after-exec")
-            return self._close_exec(intent, head, code)
+            try:
+                with self.store.command_lock(lsn) as hold:
+                    code = run_command(argv, self.wt, intent, hold)
+                    crash_point("after-exec")
+                    result = self._close_exec(intent, head, code, hold)
+            except StepFailed:
+                self.store.clear_command_lock(lsn)  # closed by an abort record
+                raise
+            self.store.clear_command_lock(lsn)
+            return result
 
-    def _close_exec(self, intent: Intent, head: CommitId, code: int) -> StepResult:
+    def _close_exec(self, intent: Intent, head: CommitId, code: int, hold: int) -> StepResult:
         post_tree = self.wt.snapshot(self.id)
         problem, output = "", ""
         if code != 0:
             problem = f"command exited with status {code}"
         elif intent.check:
-            result = run_check(intent.check, self.wt, intent)
+            result = run_check(intent.check, self.wt, intent, hold)
             if not result.ok:
                 problem, output = f"check failed: {intent.check}", result.output
         crash_point("after-verify")

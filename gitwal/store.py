@@ -92,6 +92,45 @@ class Store(Chain):
         finally:
             os.close(fd)
 
+    def _command_lock(self, lsn: Lsn) -> Path:
+        return wal_dir(self.repo) / "locks" / f"{self.run}.{lsn}.cmd"
+
+    @contextmanager
+    def command_lock(self, lsn: Lsn) -> Iterator[int]:
+        """An exclusive lock for an exec step's command; yields its fd.
+
+        The command inherits the fd, and a flock belongs to the open file, not
+        the process: the lock stays held while the command, or anything it
+        started, lives, even after the gitwal process that ran it was killed.
+        Recovery must not decide the step while it is held
+        (:meth:`command_running`). Not durable on purpose: after a power loss
+        no command runs.
+        """
+        fd = os.open(self._command_lock(lsn), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield fd
+        finally:
+            os.close(fd)
+
+    def command_running(self, lsn: Lsn) -> Path | None:
+        """The lock file of exec step ``lsn`` if a process still holds it."""
+        path = self._command_lock(lsn)
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return path
+        finally:
+            os.close(fd)
+        return None
+
+    def clear_command_lock(self, lsn: Lsn) -> None:
+        self._command_lock(lsn).unlink(missing_ok=True)
+
     def stale_ref_lock(self) -> Path | None:
         """A leftover ``refs/wal/<run>.lock`` (call only while holding :meth:`locked`)."""
         path = self._common / (self.ref_name + ".lock")

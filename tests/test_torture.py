@@ -40,6 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from gitwal import Wal
+from gitwal.cli.inspect import log_rows as rows_of
+from gitwal.errors import UnknownRun
+
 from .conftest import GIT_WAL, git, init_repo, tree_of
 
 KILLS = int(os.environ.get("GITWAL_TORTURE_KILLS", "20"))
@@ -335,7 +339,19 @@ def parse_log(done: Done) -> list[dict[str, Any]]:
 
 
 def log_rows(repo: Path) -> list[dict[str, Any]]:
-    return parse_log(run_proc(LOG, repo))
+    """The rows `git wal log --json` prints, read in this process (the checks
+    after every kill would otherwise cost more process starts than the kills;
+    `finish_round` reads through the real commands)."""
+    try:
+        history = Wal(repo).history(RUN)
+    except UnknownRun:
+        return []
+    return [row if isinstance(row, dict) else json.loads(row) for row in rows_of(history)]
+
+
+def status_of(repo: Path) -> dict[str, Any]:
+    st = Wal(repo).status(RUN)
+    return {"open": list(st.open), "records": st.records}
 
 
 def log_and_status(repo: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -475,7 +491,7 @@ class Torture:
             f"LSN {i['lsn']} step {i['step']} {i['tool']} {i['outcome']}/{i['action']}"
             for i in report["intents"]) or "nothing open"))
 
-        after, status = log_and_status(repo)
+        after, status = log_rows(repo), status_of(repo)
         self.extends(repo, before, after, "recovery")
         added = [r["type"] for r in after[len(before) :]]
         assert all(t in ("commit", "abort") for t in added), (
