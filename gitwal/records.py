@@ -94,13 +94,44 @@ class Checkpoint:
     unlogged: tuple[str, ...] = ()  # paths included that no step explains
 
 
-Record = Plan | Intent | Commit | Abort | Checkpoint
+@dataclass(frozen=True)
+class Unlogged:
+    """The tree changed without a durable intent (a hook that timed out or
+    failed open, an edit made before the hooks were installed): recorded when
+    noticed, so the log has no silent gap. It closes nothing and explains the
+    change only as "seen", never as verified."""
+
+    run: RunId
+    lsn: Lsn
+    paths: tuple[str, ...]  # paths whose state differs from the log's expectation
+    expected: tuple[str, ...]  # per path: what the log expected (object id or ABSENT)
+    observed: tuple[str, ...]  # per path: what was found (kept alive by the append)
+    noticed: str  # who noticed, e.g. "claude-code PreToolUse Edit"
+
+
+@dataclass(frozen=True)
+class Seal:
+    """The run's last record, signed: a log whose tail was cut is not sealed.
+
+    ``last`` and ``head`` name the record and the append commit sealed, ``tree``
+    the working tree then; nothing may be appended after a seal."""
+
+    run: RunId
+    lsn: Lsn
+    last: int  # LSN of the record before the seal (== lsn - 1)
+    head: str  # commit id of the append that holds ``last``
+    tree: str  # tree id of the working tree when the run was sealed
+
+
+Record = Plan | Intent | Commit | Abort | Checkpoint | Unlogged | Seal
 _TYPES: dict[str, type[Record]] = {
     "plan": Plan,
     "intent": Intent,
     "commit": Commit,
     "abort": Abort,
     "checkpoint": Checkpoint,
+    "unlogged": Unlogged,
+    "seal": Seal,
 }
 _NAMES = {cls: name for name, cls in _TYPES.items()}
 
@@ -241,6 +272,21 @@ def _build(cls: type[Record], body: dict[str, Any]) -> Record:
             run, lsn, git, tree, req("ref", str), covers, plan_blob, committed,
             tuple(done), tuple(unlogged),
         )
+    if cls is Unlogged:
+        paths = req("paths", list)
+        if not paths or not all(isinstance(p, str) for p in paths):
+            raise ValueError("paths must be a non-empty list of paths")
+        expected, observed = ids("expected"), ids("observed")
+        if len(expected) != len(paths) or len(observed) != len(paths):
+            raise ValueError("expected and observed must have one entry per path")
+        return Unlogged(run, lsn, tuple(paths), expected, observed, req("noticed", str))
+    if cls is Seal:
+        last, head, tree = req("last", int), req("head", str), req("tree", str)
+        if last != lsn - 1:
+            raise ValueError("last must be the LSN just before the seal")
+        if not (is_object_id(head) and is_object_id(tree)):
+            raise ValueError("head and tree must be object ids")
+        return Seal(run, lsn, last, head, tree)
     restored = req("restored", list)
     if not all(isinstance(p, str) for p in restored):
         raise ValueError("restored must be paths")
@@ -268,6 +314,10 @@ def summary(record: Record) -> str:
         return f"wal {record.lsn} commit {record.intent}"
     if isinstance(record, Checkpoint):
         return f"wal {record.lsn} checkpoint {record.git[:12]} covers {record.covers}"
+    if isinstance(record, Unlogged):
+        return f"wal {record.lsn} unlogged {' '.join(record.paths)[:60]}"
+    if isinstance(record, Seal):
+        return f"wal {record.lsn} seal {record.last}"
     return f"wal {record.lsn} abort {record.intent}: {record.reason[:60]}"
 
 

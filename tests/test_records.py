@@ -20,6 +20,8 @@ from gitwal.records import (
     Intent,
     Plan,
     Record,
+    Seal,
+    Unlogged,
     decode,
     encode,
     summary,
@@ -57,9 +59,13 @@ COMMIT_RECOVERED = Commit(RUN, Lsn(5), Lsn(4), (ABSENT, A), "hash==post", recove
 ABORT = Abort(RUN, Lsn(7), Lsn(6), "check failed: make", ("x", "ü/y"), "FAIL ✗\n")
 ABORT_BARE = Abort(RUN, Lsn(9), Lsn(8), "recovery: not applied; not redone")
 
+UNLOGGED = Unlogged(RUN, Lsn(10), ("src/ä.ts", "gone"), (A, B), (B, ABSENT),
+                    "claude-code PreToolUse Edit")
+SEAL = Seal(RUN, Lsn(11), 10, A, C)
+
 RECORDS: list[Record] = [
     PLAN, PLAN_DETACHED, INTENT, INTENT_MOVE, INTENT_EXEC, COMMIT, COMMIT_RECOVERED, ABORT,
-    ABORT_BARE,
+    ABORT_BARE, UNLOGGED, SEAL,
 ]
 IDS = [f"{type_name(r)}-{i}" for i, r in enumerate(RECORDS)]
 
@@ -197,7 +203,8 @@ def test_refuses_missing_type() -> None:
     assert "unknown record type" in err.message
 
 
-@pytest.mark.parametrize("record", [PLAN, INTENT, COMMIT, ABORT], ids=type_name)
+@pytest.mark.parametrize("record", [PLAN, INTENT, COMMIT, ABORT, UNLOGGED, SEAL],
+                         ids=type_name)
 def test_refuses_unknown_field(record: Record) -> None:
     err = refused(dumps(raw_of(record) | {"extra": 1}))
     assert "unknown fields" in err.message and "extra" in err.message
@@ -218,7 +225,7 @@ def _required(record: Record) -> list[str]:
 
 MISSING_CASES = [
     (rec, name)
-    for rec in (PLAN, INTENT, COMMIT, ABORT)
+    for rec in (PLAN, INTENT, COMMIT, ABORT, UNLOGGED, SEAL)
     for name in _required(rec)
 ]
 
@@ -239,6 +246,8 @@ def test_required_fields_cover_the_record_types() -> None:
     ]
     assert _required(COMMIT) == ["run", "lsn", "intent", "post", "verified"]
     assert _required(ABORT) == ["run", "lsn", "intent", "reason"]
+    assert _required(UNLOGGED) == ["run", "lsn", "paths", "expected", "observed", "noticed"]
+    assert _required(SEAL) == ["run", "lsn", "last", "head", "tree"]
 
 
 WRONG_TYPES: list[tuple[Record, str, Any]] = [
@@ -289,6 +298,16 @@ WRONG_TYPES: list[tuple[Record, str, Any]] = [
     (ABORT, "output", None),
     (ABORT, "output", 0),
     (ABORT, "intent", 6.0),
+    (UNLOGGED, "paths", []),
+    (UNLOGGED, "paths", ["a"]),  # length differs from expected/observed
+    (UNLOGGED, "paths", "src/ä.ts"),
+    (UNLOGGED, "expected", [A]),
+    (UNLOGGED, "observed", [B, "not-an-id"]),
+    (UNLOGGED, "noticed", None),
+    (SEAL, "last", 9),  # not the LSN just before the seal
+    (SEAL, "last", "10"),
+    (SEAL, "head", "HEAD"),
+    (SEAL, "tree", None),
 ]
 
 

@@ -78,6 +78,10 @@ def log(run_id: str | None, everything: bool, as_json: bool) -> None:
             text = f"closes {row['intent']}: {row['verified']}"
         elif kind == "checkpoint":
             text = f"{row['git'][:12]} on {row['ref']} covers {row['covers']}"
+        elif kind == "unlogged":
+            text = f"changed without an intent: {' '.join(row['paths'])} ({row['noticed']})"
+        elif kind == "seal":
+            text = f"sealed after LSN {row['last']} (tree {row['tree'][:12]})"
         else:
             text = f"closes {row['intent']}: {row['reason']}"
         click.echo(f"{row['lsn']:>6}  {type_name(by_lsn[row['lsn']]):<10} {text}")
