@@ -35,7 +35,7 @@ from .ids import CommitId, Lsn, RunId
 from .records import Record, encode, summary
 
 if TYPE_CHECKING:
-    from .signing import SigningKey
+    from .keys import SigningKey
 
 ARCHIVE_PREFIX = "refs/wal-archive/"  # refs/wal-archive/<run>/<n>: compacted-away history
 CHECKPOINT_PREFIX = "refs/wal-checkpoints/"  # refs/wal-checkpoints/<run>/<lsn>: detached
@@ -180,14 +180,14 @@ class Store(Chain):
     def _write_commit(self, author: pygit2.Signature, committer: pygit2.Signature,
                       message: str, tree: pygit2.Oid, parents: list[pygit2.Oid]) -> pygit2.Oid:
         """An append commit (no ref moved), SSH-signed when a key is configured."""
-        key = self._signing_key()
+        key = self.signing_key()
         if key is None:
             return self.repo.create_commit(None, author, committer, message, tree, parents)
         from .signing import create_signed_commit
 
         return create_signed_commit(self.repo, key, tree, parents, author, committer, message)
 
-    def _signing_key(self) -> SigningKey | None:
+    def signing_key(self) -> SigningKey | None:
         """The key named by ``git config wal.signingKey``, loaded once; None: unsigned."""
         if self._key is False:
             try:
@@ -195,7 +195,7 @@ class Store(Chain):
             except KeyError:
                 self._key = None
             else:
-                from .signing import load_key  # cryptography only when signing
+                from .keys import load_key  # cryptography only when signing
 
                 self._key = load_key(Path(os.path.expanduser(path)))
         return self._key or None

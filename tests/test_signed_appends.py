@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gitwal.signing import generate_key, trust_add
+from gitwal.allowed_signers import trust_add
+from gitwal.keys import generate_key
 
 from .conftest import git, ok
 

@@ -1,4 +1,5 @@
-"""gitwal.signing against the real tools: ssh-keygen -Y, git verify-commit, git commit -S.
+"""Keys, allowed signers, sshsig and signed commits against the real tools:
+ssh-keygen -Y, git verify-commit, git commit -S.
 
 No mocks: keys, signatures and commits cross between gitwal and OpenSSH/git
 in both directions. Tests that need ssh-keygen skip when it is absent.
@@ -20,15 +21,15 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from gitwal import signing
+from gitwal import allowed_signers, keys, signing, sshsig
 from gitwal.errors import WalError
-from gitwal.signing import (
+from gitwal.keys import SigningKey
+from gitwal.signing_errors import (
     BadAllowedSigners,
     BadKey,
     BadSignature,
     KeyExists,
     SigningError,
-    SigningKey,
     UntrustedSigner,
 )
 
@@ -66,19 +67,19 @@ def blob_of(pub_line: str) -> bytes:
 @pytest.fixture
 def key_path(tmp_path: Path) -> Path:
     path = tmp_path / "keys" / "signing_key"
-    signing.generate_key(path)
+    keys.generate_key(path)
     return path
 
 
 @pytest.fixture
 def key(key_path: Path) -> SigningKey:
-    return signing.load_key(key_path)
+    return keys.load_key(key_path)
 
 
 @pytest.fixture
 def allowed(tmp_path: Path, key: SigningKey) -> Path:
     file = tmp_path / "allowed_signers"
-    assert signing.trust_add(file, key.public_line, PRINCIPAL)
+    assert allowed_signers.trust_add(file, key.public_line, PRINCIPAL)
     return file
 
 
@@ -112,7 +113,7 @@ def signed_commit(repo_path: Path, key: SigningKey, message: str = "wal 2 signed
 
 def test_generate_key_writes_0600_in_0700_dirs_and_never_overwrites(tmp_path: Path) -> None:
     path = tmp_path / "cfg" / "gitwal" / "signing_key"
-    line = signing.generate_key(path, comment="agent-hooks@box")
+    line = keys.generate_key(path, comment="agent-hooks@box")
     assert line.startswith("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI")
     assert line.endswith(" agent-hooks@box") and len(line.split()) == 3
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -126,69 +127,69 @@ def test_generate_key_writes_0600_in_0700_dirs_and_never_overwrites(tmp_path: Pa
 
     before = path.read_bytes()
     with pytest.raises(KeyExists) as exc:
-        signing.generate_key(path)
+        keys.generate_key(path)
     assert isinstance(exc.value, WalError)
     assert "exists already" in exc.value.message and "never overwrites" in exc.value.message
     assert "move it away" in exc.value.hint
     assert path.read_bytes() == before
-    assert signing.load_key(path).public_line == line
+    assert keys.load_key(path).public_line == line
 
     # a dangling symlink is "something at the path" too: nothing is written through it
     link = tmp_path / "link_key"
     link.symlink_to(tmp_path / "elsewhere")
     with pytest.raises(KeyExists):
-        signing.generate_key(link)
+        keys.generate_key(link)
     assert not (tmp_path / "elsewhere").exists()
 
 
 def test_default_key_path_is_outside_the_repository(monkeypatch: pytest.MonkeyPatch,
                                                     tmp_path: Path) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
-    assert signing.default_key_path() == tmp_path / "xdg" / "gitwal" / "signing_key"
+    assert keys.default_key_path() == tmp_path / "xdg" / "gitwal" / "signing_key"
     monkeypatch.setenv("XDG_CONFIG_HOME", "relative/dir")  # the XDG spec says: ignore it
-    assert signing.default_key_path() == Path.home() / ".config" / "gitwal" / "signing_key"
+    assert keys.default_key_path() == Path.home() / ".config" / "gitwal" / "signing_key"
     monkeypatch.delenv("XDG_CONFIG_HOME")
-    assert signing.default_key_path() == Path.home() / ".config" / "gitwal" / "signing_key"
+    assert keys.default_key_path() == Path.home() / ".config" / "gitwal" / "signing_key"
 
 
 def test_load_key_refuses_missing_open_and_foreign_keys(key_path: Path, tmp_path: Path) -> None:
     with pytest.raises(BadKey, match="no signing key at") as exc:
-        signing.load_key(tmp_path / "nope")
+        keys.load_key(tmp_path / "nope")
     assert "ssh-keygen -t ed25519" in exc.value.hint
 
     for mode in (0o640, 0o604, 0o660, 0o602):
         key_path.chmod(mode)
         with pytest.raises(BadKey, match=f"permissions {mode:04o} .* too open") as exc:
-            signing.load_key(key_path)
+            keys.load_key(key_path)
         assert exc.value.hint.startswith(f"chmod 600 {key_path}")
     key_path.chmod(0o400)
-    signing.load_key(key_path)  # read-only for the owner is fine, as for ssh
+    keys.load_key(key_path)  # read-only for the owner is fine, as for ssh
 
     junk = tmp_path / "junk"
     junk.write_text("not a key\n")
     junk.chmod(0o600)
     with pytest.raises(BadKey, match="is not an OpenSSH private key"):
-        signing.load_key(junk)
+        keys.load_key(junk)
 
     with pytest.raises(BadKey, match="not a regular file"):
-        signing.load_key(tmp_path)
+        keys.load_key(tmp_path)
 
 
 @needs_ssh_keygen
 def test_load_key_refuses_non_ed25519_and_encrypted_keys(tmp_path: Path) -> None:
     ecdsa = ssh_key(tmp_path, "ecdsa", "ecdsa")
     with pytest.raises(BadKey, match="holds an ECDSA key; gitwal signs with Ed25519"):
-        signing.load_key(ecdsa)
+        keys.load_key(ecdsa)
 
     enc = tmp_path / "enc"
     assert keygen("-q", "-t", "ed25519", "-N", "s3cret", "-f", str(enc)).returncode == 0
     with pytest.raises(BadKey, match=r"cannot read the signing key .*password-protected"):
-        signing.load_key(enc)
+        keys.load_key(enc)
     if importlib.util.find_spec("bcrypt") is None:  # cryptography decrypts with bcrypt only
         with pytest.raises(BadKey, match=r"passphrase-protected, .* needs the `bcrypt` package"):
-            signing.load_key(enc, passphrase=b"s3cret")
+            keys.load_key(enc, passphrase=b"s3cret")
     else:
-        assert signing.load_key(enc, passphrase=b"s3cret").public_line.split()[:2] == (
+        assert keys.load_key(enc, passphrase=b"s3cret").public_line.split()[:2] == (
             enc.with_name("enc.pub").read_text().split()[:2])
 
 
@@ -197,14 +198,14 @@ def test_keys_interoperate_with_ssh_keygen(key_path: Path, tmp_path: Path) -> No
     # ssh-keygen reads our key and derives the same public key
     proc = keygen("-y", "-f", str(key_path))
     assert proc.returncode == 0, proc.stderr
-    ours = signing.load_key(key_path)
+    ours = keys.load_key(key_path)
     assert proc.stdout.split()[:2] == ours.public_line.split()[:2]
     # and prints the same fingerprint
     proc = keygen("-l", "-f", str(key_path.with_name("signing_key.pub")))
     assert proc.stdout.split()[1] == ours.fingerprint
     # we read a key ssh-keygen made
     theirs = ssh_key(tmp_path)
-    loaded = signing.load_key(theirs)
+    loaded = keys.load_key(theirs)
     assert loaded.public_line == theirs.with_name("sshkey.pub").read_text().strip()
     assert loaded.comment == "sshkey@ssh-keygen"
 
@@ -214,49 +215,49 @@ def test_keys_interoperate_with_ssh_keygen(key_path: Path, tmp_path: Path) -> No
 
 def test_trust_add_is_idempotent_and_creates_0644(tmp_path: Path, key: SigningKey) -> None:
     file = tmp_path / "trust" / "allowed_signers"
-    assert signing.trust_add(file, key.public_line, PRINCIPAL) is True
+    assert allowed_signers.trust_add(file, key.public_line, PRINCIPAL) is True
     assert stat.S_IMODE(file.stat().st_mode) == 0o644
     first = file.read_text()
     assert first == f"{PRINCIPAL} {key.public_line}\n"
-    assert signing.trust_add(file, key.public_line, PRINCIPAL) is False
-    assert signing.trust_add(file, key.public_line.rsplit(" ", 1)[0], PRINCIPAL) is False
+    assert allowed_signers.trust_add(file, key.public_line, PRINCIPAL) is False
+    assert allowed_signers.trust_add(file, key.public_line.rsplit(" ", 1)[0], PRINCIPAL) is False
     assert file.read_text() == first
 
     other = SigningKey.generate("other")
-    assert signing.trust_add(file, other.public_line, "other@test") is True
-    assert signing.trust_add(file, key.public_line, "alias@test") is True  # a second name
-    entries = signing.load_allowed(file)
+    assert allowed_signers.trust_add(file, other.public_line, "other@test") is True
+    assert allowed_signers.trust_add(file, key.public_line, "alias@test") is True  # a second name
+    entries = allowed_signers.load_allowed(file)
     assert [(e.principals, e.line) for e in entries] == [
         ((PRINCIPAL,), 1), (("other@test",), 2), (("alias@test",), 3)]
     assert entries[0].public_key == key.public_key
     assert entries[0].fingerprint == key.fingerprint
-    assert signing.find_signer(entries, key.public_key) == PRINCIPAL
-    assert signing.find_signer(entries, other.public_key) == "other@test"
-    assert signing.find_signer(entries, SigningKey.generate().public_key) is None
+    assert allowed_signers.find_signer(entries, key.public_key) == PRINCIPAL
+    assert allowed_signers.find_signer(entries, other.public_key) == "other@test"
+    assert allowed_signers.find_signer(entries, SigningKey.generate().public_key) is None
 
 
 def test_trust_add_refuses_bad_input(tmp_path: Path, key: SigningKey) -> None:
     file = tmp_path / "allowed_signers"
     for name in ("two words", "a,b", "", "*", 'q"uote', "#x"):
         with pytest.raises(SigningError, match="cannot be a principal"):
-            signing.trust_add(file, key.public_line, name)
+            allowed_signers.trust_add(file, key.public_line, name)
     with pytest.raises(SigningError, match="not a public key line"):
-        signing.trust_add(file, "ssh-ed25519", PRINCIPAL)
+        allowed_signers.trust_add(file, "ssh-ed25519", PRINCIPAL)
     kind, b64, _ = key.public_line.split()
     with pytest.raises(SigningError, match="the line says ssh-rsa but the key is ssh-ed25519"):
-        signing.trust_add(file, f"ssh-rsa {b64}", PRINCIPAL)
+        allowed_signers.trust_add(file, f"ssh-rsa {b64}", PRINCIPAL)
     with pytest.raises(SigningError, match="not valid base64"):
-        signing.trust_add(file, f"{kind} {b64[:-3]}!!!", PRINCIPAL)
+        allowed_signers.trust_add(file, f"{kind} {b64[:-3]}!!!", PRINCIPAL)
     assert not file.exists()
 
     file.write_text("broken line\n")
     with pytest.raises(BadAllowedSigners, match=r"allowed_signers:1: "):
-        signing.trust_add(file, key.public_line, PRINCIPAL)
+        allowed_signers.trust_add(file, key.public_line, PRINCIPAL)
     assert file.read_text() == "broken line\n"
 
     file.write_text(f"x@y {key.public_line}")  # no final newline: ours goes on a line of its own
-    assert signing.trust_add(file, key.public_line, PRINCIPAL)
-    assert [e.principals for e in signing.load_allowed(file)] == [("x@y",), (PRINCIPAL,)]
+    assert allowed_signers.trust_add(file, key.public_line, PRINCIPAL)
+    assert [e.principals for e in allowed_signers.load_allowed(file)] == [("x@y",), (PRINCIPAL,)]
 
 
 def test_load_allowed_reads_git_format_with_options(tmp_path: Path) -> None:
@@ -273,7 +274,7 @@ def test_load_allowed_reads_git_format_with_options(tmp_path: Path) -> None:
         f'  eve@x   NAMESPACES="*,!file"   {d.public_line.split(" ", 2)[0]} '
         f'{d.public_line.split()[1]}   a comment with spaces  \n'
     )
-    entries = signing.load_allowed(file)
+    entries = allowed_signers.load_allowed(file)
     assert [e.line for e in entries] == [3, 4, 5, 6, 7, 8]
     assert entries[0].principals == ("alice@x", "bob@x") and entries[0].comment == "a"
     assert entries[1].principals == ("carol@x",)
@@ -283,16 +284,17 @@ def test_load_allowed_reads_git_format_with_options(tmp_path: Path) -> None:
     assert entries[4].valid_before == datetime(2020, 1, 1, tzinfo=UTC)
     assert entries[5].namespaces == ("*", "!file") and entries[5].comment == "a comment with spaces"
 
-    assert signing.find_signer(entries, a.public_key) == "alice@x,bob@x"
-    assert signing.find_signer(entries, b.public_key) == "carol@x"
-    assert signing.find_signer(entries, c.public_key) is None  # namespaces="file" only
-    assert signing.find_signer(entries, c.public_key, namespace="file") == "dave@x"
+    assert allowed_signers.find_signer(entries, a.public_key) == "alice@x,bob@x"
+    assert allowed_signers.find_signer(entries, b.public_key) == "carol@x"
+    assert allowed_signers.find_signer(entries, c.public_key) is None  # namespaces="file" only
+    assert allowed_signers.find_signer(entries, c.public_key, namespace="file") == "dave@x"
     # d: the cert-authority line never matches a plain key, old@x expired, eve@x matches git
-    assert signing.find_signer(entries, d.public_key) == "eve@x"
-    assert signing.find_signer(entries, d.public_key, namespace="file") is None
-    assert signing.find_signer(entries, d.public_key,
-                               at=datetime(2019, 6, 1, tzinfo=UTC)) == "old@x"
-    assert signing.find_signer(entries, b.public_key, at=datetime(2019, 6, 1, tzinfo=UTC)) is None
+    assert allowed_signers.find_signer(entries, d.public_key) == "eve@x"
+    assert allowed_signers.find_signer(entries, d.public_key, namespace="file") is None
+    assert allowed_signers.find_signer(entries, d.public_key,
+                                       at=datetime(2019, 6, 1, tzinfo=UTC)) == "old@x"
+    assert allowed_signers.find_signer(entries, b.public_key,
+                                       at=datetime(2019, 6, 1, tzinfo=UTC)) is None
 
 
 @pytest.mark.parametrize(("line", "why"), [
@@ -310,22 +312,23 @@ def test_load_allowed_names_the_bad_line(tmp_path: Path, line: str, why: str) ->
     file = tmp_path / "allowed_signers"
     file.write_text(f"ok@x {key.public_line}\n# fine\n" + line.format(key=key.public_line) + "\n")
     with pytest.raises(BadAllowedSigners, match=f"allowed_signers:3: .*{why}") as exc:
-        signing.load_allowed(file)
+        allowed_signers.load_allowed(file)
     assert "allowedSignersFile" in exc.value.hint
     with pytest.raises(BadAllowedSigners, match="no allowed signers file at"):
-        signing.load_allowed(tmp_path / "missing")
+        allowed_signers.load_allowed(tmp_path / "missing")
 
 
 @needs_ssh_keygen
 def test_git_format_file_is_read_the_same_by_ssh_keygen(tmp_path: Path, key: SigningKey,
                                                         allowed: Path) -> None:
-    signing.trust_add(allowed, SigningKey.generate().public_line, "someone@else")
+    allowed_signers.trust_add(allowed, SigningKey.generate().public_line, "someone@else")
     sig = tmp_path / "data.sig"
-    sig.write_text(signing.sign(key, DATA))
+    sig.write_text(sshsig.sign(key, DATA))
     proc = keygen("-Y", "find-principals", "-f", str(allowed), "-s", str(sig))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == [PRINCIPAL]
-    assert signing.find_signer(signing.load_allowed(allowed), key.public_key) == PRINCIPAL
+    entries = allowed_signers.load_allowed(allowed)
+    assert allowed_signers.find_signer(entries, key.public_key) == PRINCIPAL
 
 
 # -- (a), (b) sshsig both ways ------------------------------------------------------
@@ -335,7 +338,7 @@ def test_git_format_file_is_read_the_same_by_ssh_keygen(tmp_path: Path, key: Sig
 def test_our_signature_verifies_with_ssh_keygen(tmp_path: Path, key: SigningKey,
                                                 allowed: Path) -> None:
     sig = tmp_path / "data.sig"
-    sig.write_text(signing.sign(key, DATA))
+    sig.write_text(sshsig.sign(key, DATA))
     proc = keygen("-Y", "verify", "-f", str(allowed), "-I", PRINCIPAL, "-n", "git",
                   "-s", str(sig), stdin=DATA)
     assert proc.returncode == 0, proc.stderr
@@ -356,7 +359,7 @@ def test_our_signature_is_byte_identical_to_ssh_keygens(tmp_path: Path, key_path
     data.write_bytes(DATA)
     proc = keygen("-Y", "sign", "-f", str(key_path), "-n", "git", str(data))
     assert proc.returncode == 0, proc.stderr
-    assert signing.sign(key, DATA) == data.with_name("data.sig").read_text()
+    assert sshsig.sign(key, DATA) == data.with_name("data.sig").read_text()
 
 
 @needs_ssh_keygen
@@ -370,10 +373,10 @@ def test_ssh_keygen_signature_verifies_with_ours(tmp_path: Path, hashalg: str) -
     assert proc.returncode == 0, proc.stderr
     armored = data.with_name("data.sig").read_text()
     pub_line = their_key.with_name("sshkey.pub").read_text()
-    assert signing.verify(armored, DATA) == blob_of(pub_line)
-    assert signing.verify(armored.encode(), DATA, namespace="git") == blob_of(pub_line)
+    assert sshsig.verify(armored, DATA) == blob_of(pub_line)
+    assert sshsig.verify(armored.encode(), DATA, namespace="git") == blob_of(pub_line)
     with pytest.raises(BadSignature, match="bad signature"):
-        signing.verify(armored, DATA + b"\n")
+        sshsig.verify(armored, DATA + b"\n")
 
 
 @needs_ssh_keygen
@@ -385,60 +388,60 @@ def test_ssh_keygen_signature_with_other_key_types_is_refused_clearly(tmp_path: 
     with pytest.raises(BadSignature,
                        match="unsupported key type ecdsa-sha2-nistp256: gitwal verifies "
                              "ssh-ed25519 signatures only"):
-        signing.verify(data.with_name("data.sig").read_text(), DATA)
+        sshsig.verify(data.with_name("data.sig").read_text(), DATA)
 
 
 # -- (d) tampering -------------------------------------------------------------------
 
 
 def test_tampering_fails_with_a_precise_message(key: SigningKey) -> None:
-    armored = signing.sign(key, DATA)
-    assert signing.verify(armored, DATA) == key.public_key
+    armored = sshsig.sign(key, DATA)
+    assert sshsig.verify(armored, DATA) == key.public_key
 
     with pytest.raises(BadSignature, match=r"^bad signature from key SHA256:.*changed after"):
-        signing.verify(armored, DATA.replace(b"7", b"8"))
+        sshsig.verify(armored, DATA.replace(b"7", b"8"))
 
-    other_ns = signing.sign(key, DATA, namespace="file")
+    other_ns = sshsig.sign(key, DATA, namespace="file")
     with pytest.raises(BadSignature, match="wrong signature namespace: signed for 'file', "
                                            "expected 'git'"):
-        signing.verify(other_ns, DATA)
-    assert signing.verify(other_ns, DATA, namespace="file") == key.public_key
+        sshsig.verify(other_ns, DATA)
+    assert sshsig.verify(other_ns, DATA, namespace="file") == key.public_key
 
     lines = armored.splitlines()
     with pytest.raises(BadSignature, match="truncated: no -----END SSH SIGNATURE----- line"):
-        signing.verify("\n".join(lines[:-1]), DATA)
+        sshsig.verify("\n".join(lines[:-1]), DATA)
     with pytest.raises(BadSignature, match=r"not valid base64 \(truncated or edited\)"):
-        signing.verify("\n".join([lines[0], lines[1], lines[-1]]), DATA)  # whole lines cut
+        sshsig.verify("\n".join([lines[0], lines[1], lines[-1]]), DATA)  # whole lines cut
     with pytest.raises(BadSignature, match=r"not valid base64 \(truncated or edited\)"):
-        signing.verify("\n".join([lines[0], lines[1][:-1], *lines[2:]]), DATA)
+        sshsig.verify("\n".join([lines[0], lines[1][:-1], *lines[2:]]), DATA)
     with pytest.raises(BadSignature, match="does not start with -----BEGIN SSH SIGNATURE"):
-        signing.verify("\n".join(lines[1:]), DATA)
+        sshsig.verify("\n".join(lines[1:]), DATA)
     with pytest.raises(BadSignature, match="does not start with -----BEGIN SSH SIGNATURE"):
-        signing.verify("", DATA)
+        sshsig.verify("", DATA)
     with pytest.raises(BadSignature, match="the SSH signature is empty"):
-        signing.verify(f"{lines[0]}\n{lines[-1]}\n", DATA)
+        sshsig.verify(f"{lines[0]}\n{lines[-1]}\n", DATA)
 
     blob = dearmor(armored)
     with pytest.raises(BadSignature, match="the blob does not start with SSHSIG"):
-        signing.verify(rearmor(b"SSHSIH" + blob[6:]), DATA)
+        sshsig.verify(rearmor(b"SSHSIH" + blob[6:]), DATA)
     with pytest.raises(BadSignature, match="unsupported SSH signature version 2"):
-        signing.verify(rearmor(blob[:6] + struct.pack(">I", 2) + blob[10:]), DATA)
+        sshsig.verify(rearmor(blob[:6] + struct.pack(">I", 2) + blob[10:]), DATA)
     with pytest.raises(BadSignature, match=r"truncated or malformed \(ends early\)"):
-        signing.verify(rearmor(blob[:60]), DATA)  # cut, then armored again
+        sshsig.verify(rearmor(blob[:60]), DATA)  # cut, then armored again
     with pytest.raises(BadSignature, match="4 bytes of trailing data"):
-        signing.verify(rearmor(blob + b"\0\0\0\0"), DATA)
+        sshsig.verify(rearmor(blob + b"\0\0\0\0"), DATA)
     flipped = blob[:-1] + bytes([blob[-1] ^ 1])
     with pytest.raises(BadSignature, match="bad signature"):
-        signing.verify(rearmor(flipped), DATA)
+        sshsig.verify(rearmor(flipped), DATA)
 
     # a valid signature by another key with this key's blob swapped in does not verify
     other = SigningKey.generate()
-    forged = dearmor(signing.sign(other, DATA)).replace(other.public_key, key.public_key)
+    forged = dearmor(sshsig.sign(other, DATA)).replace(other.public_key, key.public_key)
     with pytest.raises(BadSignature, match=f"bad signature from key {re.escape(key.fingerprint)}"):
-        signing.verify(rearmor(forged), DATA)
+        sshsig.verify(rearmor(forged), DATA)
 
     with pytest.raises(SigningError, match="namespace is empty"):
-        signing.sign(key, DATA, namespace="")
+        sshsig.sign(key, DATA, namespace="")
 
 
 # -- (c) signed commits ----------------------------------------------------------------
@@ -469,7 +472,7 @@ def test_signed_commit_passes_git_verify_commit(tmp_path: Path, key: SigningKey,
     assert all(h.startswith(" ") and h.strip() for h in header[5:])
 
     verified = signing.verify_commit(pygit2.Repository(str(repo)), oid,
-                                     signing.load_allowed(allowed))
+                                     allowed_signers.load_allowed(allowed))
     assert verified == signing.VerifiedSignature(PRINCIPAL, key.fingerprint, "ssh-ed25519",
                                                  key.public_key)
 
@@ -483,7 +486,7 @@ def test_commit_signed_by_git_verifies_with_ours(tmp_path: Path, key_path: Path,
         "commit", "-q", "-S", "-am", "signed by git")
     oid = git(repo, "rev-parse", "HEAD").strip()
     verified = signing.verify_commit(pygit2.Repository(str(repo)), oid,
-                                     signing.load_allowed(allowed))
+                                     allowed_signers.load_allowed(allowed))
     assert verified is not None
     assert (verified.principal, verified.fingerprint) == (PRINCIPAL, key.fingerprint)
 
@@ -506,7 +509,7 @@ def test_commit_signature_checks_fail_precisely(tmp_path: Path, key: SigningKey,
     repo = init_repo(tmp_path / "repo")
     pyrepo = pygit2.Repository(str(repo))
     oid = signed_commit(repo, key)
-    trusted = signing.load_allowed(allowed)
+    trusted = allowed_signers.load_allowed(allowed)
 
     # untrusted: a valid signature by a key nobody listed
     stranger = SigningKey.generate()
@@ -530,7 +533,7 @@ def test_commit_signature_checks_fail_precisely(tmp_path: Path, key: SigningKey,
     file_only = tmp_path / "file_only"
     file_only.write_text(f'{PRINCIPAL} namespaces="file" {key.public_line}\n')
     with pytest.raises(UntrustedSigner):
-        signing.verify_commit(pyrepo, oid, signing.load_allowed(file_only))
+        signing.verify_commit(pyrepo, oid, allowed_signers.load_allowed(file_only))
 
     # a commit whose content already carries a signature cannot be signed again
     with pytest.raises(SigningError, match="carries a signature header already"):
@@ -551,5 +554,5 @@ def test_sign_commit_buffer_signs_the_raw_content(key: SigningKey) -> None:
     content = (b"tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\n"
                b"author a <a@b> 1700000000 +0000\ncommitter a <a@b> 1700000000 +0000\n\nm\n")
     armored = signing.sign_commit_buffer(key, content)
-    assert signing.verify(armored, content, namespace="git") == key.public_key
+    assert sshsig.verify(armored, content, namespace="git") == key.public_key
     assert os.linesep == "\n" and armored.endswith("-----END SSH SIGNATURE-----\n")
