@@ -1,0 +1,21 @@
+"""Fixtures for the end-to-end tests: the pinned ``claude`` binary (installed
+on first use; the tests skip, saying why, where it cannot be had)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from .install_claude import find_claude
+
+
+@pytest.fixture(scope="session")
+def claude_bin() -> Path:
+    found = find_claude()
+    if found.path is None:
+        if os.environ.get("GITWAL_E2E_REQUIRE", "") not in ("", "0"):
+            pytest.fail(f"Claude Code is required (GITWAL_E2E_REQUIRE): {found.reason}")
+        pytest.skip(f"Claude Code end-to-end tests skipped: {found.reason}")
+    return found.path

@@ -1,0 +1,57 @@
+"""Hook commands the tests add next to gitwal's own (Claude Code runs every
+matching hook of an event in parallel).
+
+    python tests/e2e/hook_helpers.py record FILE
+        append the hook's input (one JSON object per line) to FILE
+    python tests/e2e/hook_helpers.py gate TEXT ENTERED
+        if the tool input mentions TEXT: create ENTERED and block (at most
+        120 s), holding the tool call between PreToolUse and the tool, so a
+        test can SIGKILL Claude Code there
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import sys
+import time
+from pathlib import Path
+
+GATE_SECONDS = 120
+
+
+def command(*args: str) -> str:
+    """The shell command line that runs this module with ``args``."""
+    return " ".join(shlex.quote(a) for a in (sys.executable, __file__, *args))
+
+
+def stop_gate(entered: Path) -> None:
+    """SIGKILL the gate hook's process group (named in ``entered``), if it still runs."""
+    try:
+        os.killpg(int(entered.read_text()), signal.SIGKILL)
+    except (FileNotFoundError, ValueError, ProcessLookupError):
+        pass
+
+
+def main(argv: list[str]) -> int:
+    data = sys.stdin.read()
+    if argv[0] == "record":
+        with open(argv[1], "a") as f:
+            f.write(json.dumps(json.loads(data)) + "\n")
+        return 0
+    if argv[0] == "gate":
+        payload = json.loads(data)
+        if argv[1] in json.dumps(payload.get("tool_input", {})):
+            # Claude Code starts each hook in a process group of its own, which
+            # outlives a SIGKILL of Claude Code: the test ends it by this id.
+            Path(argv[2]).write_text(str(os.getpgid(0)))
+            time.sleep(GATE_SECONDS)
+        return 0
+    print(f"unknown helper {argv[0]!r}", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
