@@ -3,19 +3,31 @@
 The scripts live in ``gitwal/hook_scripts/`` (plain sh + git, so they work
 when gitwal is not on PATH at commit time). A hook the user already had is
 renamed to ``<name>.gitwal-chained`` and run by ours; uninstall renames it back.
+
+A working repository gets ``pre-commit`` and ``reference-transaction``; a bare
+one (a server) gets ``pre-receive`` only: no commit is made there, and the
+reference-transaction hook would refuse the compaction pushes pre-receive
+lets through (and report every refused push a second time).
 """
 
 from __future__ import annotations
 
+import importlib
+import os
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+import pygit2
+
 from .durable import atomic_write, makedirs_durable
 from .errors import WalError
 
-HOOKS = ("pre-commit", "reference-transaction")
+HOOKS = ("pre-commit", "reference-transaction")  # a working repository's
+SERVER_HOOKS = ("pre-receive",)  # a bare repository's
+ALL_HOOKS = HOOKS + SERVER_HOOKS
 MARK = b"# gitwal-managed hook"
 CHAINED = ".gitwal-chained"
 
@@ -36,17 +48,24 @@ def hooks_dir(cwd: Path) -> Path:
     return (cwd / proc.stdout.strip()).resolve()
 
 
+def is_bare(cwd: Path) -> bool:
+    proc = subprocess.run(["git", "rev-parse", "--is-bare-repository"], cwd=cwd,
+                          capture_output=True, text=True)
+    return proc.stdout.strip() == "true"
+
+
 def script(name: str) -> bytes:
     return resources.files("gitwal").joinpath("hook_scripts", name).read_bytes()
 
 
 def install(cwd: Path) -> list[HookChange]:
-    """Install (or update) every hook; idempotent."""
+    """Install (or update) the hooks this kind of repository needs; idempotent."""
     d = hooks_dir(cwd)
     if not d.is_dir():
         makedirs_durable(d)
+    bare = is_bare(cwd)
     changes = []
-    for name in HOOKS:
+    for name in SERVER_HOOKS if bare else HOOKS:
         path = d / name
         chained = d / (name + CHAINED)
         action = "installed"
@@ -63,14 +82,23 @@ def install(cwd: Path) -> list[HookChange]:
                 action = "chained"
         atomic_write(path, script(name), 0o755, tag="hook")
         changes.append(HookChange(name, action))
+    if bare:
+        # An earlier install put the working-repository hooks here.
+        changes += [c for c in _remove(d, HOOKS) if c.action != "absent"]
     return changes
 
 
 def uninstall(cwd: Path) -> list[HookChange]:
     """Remove gitwal's hooks and put back the ones they chained to."""
     d = hooks_dir(cwd)
+    names = SERVER_HOOKS if is_bare(cwd) else HOOKS
+    # Report the hooks this kind of repository gets, and any other one found.
+    return [c for c in _remove(d, ALL_HOOKS) if c.hook in names or c.action != "absent"]
+
+
+def _remove(d: Path, names: tuple[str, ...]) -> list[HookChange]:
     changes = []
-    for name in HOOKS:
+    for name in names:
         path = d / name
         chained = d / (name + CHAINED)
         if not path.exists() or MARK not in path.read_bytes():
@@ -83,3 +111,30 @@ def uninstall(cwd: Path) -> list[HookChange]:
         else:
             changes.append(HookChange(name, "removed"))
     return changes
+
+
+def push_signature_problems(cwd: Path, appends: Sequence[tuple[str, str]],
+                            allowed_signers: str | None,
+                            require_signed: bool) -> list[tuple[str, str, str]]:
+    """(ref, commit, why) for each pushed append whose signature is missing or untrusted.
+
+    Runs inside the pre-receive hook: the pushed objects are still in the
+    quarantine directory git names in GIT_QUARANTINE_PATH, which libgit2 does
+    not read by itself.
+    """
+    try:
+        # Imported by name: the signature checker is an optional part of gitwal.
+        checker = importlib.import_module("gitwal.verify_signatures")
+    except ImportError:
+        raise WalError("this gitwal cannot check signatures (no gitwal.verify_signatures)",
+                       "install a gitwal with signature checks on the server") from None
+    repo = pygit2.Repository(pygit2.discover_repository(str(cwd)))
+    quarantine = os.environ.get("GIT_QUARANTINE_PATH")
+    if quarantine:
+        repo.odb.add_disk_alternate(quarantine)
+    ref_of: dict[str, str] = {}
+    for ref, commit in appends:
+        ref_of.setdefault(commit, ref)
+    problems: list[tuple[str, str]] = checker.signature_problems(
+        repo, list(ref_of), allowed_signers, require_signed)
+    return [(ref_of.get(commit, "?"), commit, why) for commit, why in problems]

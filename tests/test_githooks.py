@@ -97,3 +97,107 @@ def test_server_side_refuses_force_push_and_delete_of_a_log(tmp_path: Path) -> N
     gone = git_env(b, "push", "-q", "origin", f":{ref}")
     assert gone.returncode != 0 and "refusing to delete" in gone.stderr
     assert git(server, "rev-parse", ref) == git(a, "rev-parse", ref)
+
+
+def _server(tmp_path: Path) -> tuple[Path, Path, str]:
+    """A bare server with the hooks installed, and a clone whose run is pushed to it."""
+    server = tmp_path / "server.git"
+    git(tmp_path, "init", "-q", "--bare", str(server))
+    assert ok(server, "hooks", "install").split() == ["pre-receive:", "installed"]
+    a = init_repo(tmp_path / "a")
+    git(a, "remote", "add", "origin", str(server))
+    run = ok(a, "begin").strip()
+    ok(a, "apply", "ensure-line", "README", "x")
+    assert git_env(a, "push", "-q", "origin", f"refs/wal/{run}:refs/wal/{run}").returncode == 0
+    return server, a, run
+
+
+def test_bare_install_puts_pre_receive_only_and_replaces_working_repo_hooks(
+        tmp_path: Path) -> None:
+    server = tmp_path / "server.git"
+    git(tmp_path, "init", "-q", "--bare", str(server))
+    hooks = server / "hooks"
+    # As an older install left it: the working-repository hooks in a bare repo.
+    (hooks / "reference-transaction").write_bytes(
+        (Path(__file__).parents[1] / "hooks" / "git" / "reference-transaction").read_bytes())
+    user = "#!/bin/sh\ncat > \"$(git rev-parse --git-dir)/user-pre-receive-saw\"\n"
+    (hooks / "pre-receive").write_text(user)
+    (hooks / "pre-receive").chmod(0o755)
+    assert ok(server, "hooks", "install").split() == [
+        "pre-receive:", "chained", "reference-transaction:", "removed"]
+    assert not (hooks / "reference-transaction").exists()
+    assert not (hooks / "pre-commit").exists()
+
+    a = init_repo(tmp_path / "a")
+    pushed = git_env(a, "push", "-q", str(server), "main:refs/heads/main")
+    assert pushed.returncode == 0, pushed.stderr
+    head = git(a, "rev-parse", "main").strip()
+    assert (server / "user-pre-receive-saw").read_text().split()[1:] == [head, "refs/heads/main"]
+
+    assert ok(server, "hooks", "uninstall").split() == ["pre-receive:", "restored"]
+    assert (hooks / "pre-receive").read_text() == user
+
+
+def test_pre_receive_refuses_each_bad_ref_and_names_why(tmp_path: Path) -> None:
+    server, a, run = _server(tmp_path)
+    ref = f"refs/wal/{run}"
+    ok(a, "apply", "ensure-line", "README", "y")
+    ok(a, "checkpoint", "--detached")
+    cp = git(a, "for-each-ref", "--format=%(refname)", "refs/wal-checkpoints/").strip()
+    assert git_env(a, "push", "-q", "origin", f"{ref}:{ref}", f"{cp}:{cp}").returncode == 0
+    before = git(server, "for-each-ref")
+
+    git(a, "update-ref", "refs/tmp/other", "HEAD")
+    refused = git_env(a, "push", "--force", "origin", f"{ref}~1:{ref}", f":{cp}",
+                      "refs/tmp/other:refs/heads/side")
+    assert refused.returncode != 0
+    assert f"refusing to rewrite {ref}" in refused.stderr
+    assert "does not extend" in refused.stderr
+    assert f"refusing to delete {cp} (history a write-ahead log keeps)" in refused.stderr
+    archive = f"refs/wal-archive/{run}/1"
+    assert git_env(a, "push", "-q", "origin", f"{ref}~1:{archive}").returncode == 0
+    changed = git_env(a, "push", "--force", "origin", f"{ref}:{archive}")
+    assert f"refusing to change {archive}: archives and detached checkpoints are written once" \
+        in changed.stderr
+    assert git(server, "for-each-ref").replace(
+        f"{git(a, 'rev-parse', f'{ref}~1').strip()} commit\t{archive}\n", "") == before
+
+
+def test_pre_receive_lets_a_rewrite_through_when_an_archive_keeps_the_old_head(
+        tmp_path: Path) -> None:
+    server, a, run = _server(tmp_path)
+    ref = f"refs/wal/{run}"
+    old = git(a, "rev-parse", ref).strip()
+    ok(a, "checkpoint", "--detached")
+    ok(a, "apply", "ensure-line", "README", "y")
+    git_env(a, "push", "-q", "origin", "refs/wal-checkpoints/*:refs/wal-checkpoints/*")
+    ok(a, "compact")  # the live chain is rewritten; refs/wal-archive/<run>/1 keeps the old one
+    new = git(a, "rev-parse", ref).strip()
+    alone = git_env(a, "push", "--force", "origin", f"{ref}:{ref}")
+    assert alone.returncode != 0 and "does not extend" in alone.stderr
+    assert git(server, "rev-parse", ref).strip() == old
+    both = git_env(a, "push", "--force", "origin", f"{ref}:{ref}",
+                   f"refs/wal-archive/{run}/1:refs/wal-archive/{run}/1")
+    assert both.returncode == 0, both.stderr
+    assert git(server, "rev-parse", ref).strip() == new
+    assert wal(server, "verify", "--all").returncode == 0
+
+
+def test_pre_receive_without_gitwal_keeps_the_git_checks(tmp_path: Path) -> None:
+    server, a, run = _server(tmp_path)
+    ref = f"refs/wal/{run}"
+    git(server, "config", "wal.receive.allowedSigners", str(tmp_path / "allowed"))
+    ok(a, "apply", "ensure-line", "README", "y")
+    appended = git_env(a, "push", "origin", f"{ref}:{ref}")  # PATH without git-wal
+    assert appended.returncode == 0
+    assert "gitwal: warning: gitwal cannot run here" in appended.stderr
+    assert "signatures were not checked" in appended.stderr
+    forced = git_env(a, "push", "--force", "origin", f"{ref}~1:{ref}")
+    assert forced.returncode != 0 and f"refusing to rewrite {ref}" in forced.stderr
+
+    git(server, "config", "wal.receive.requireSigned", "true")
+    ok(a, "apply", "ensure-line", "README", "z")
+    required = git_env(a, "push", "origin", f"{ref}:{ref}")
+    assert required.returncode != 0
+    assert "wal.receive.requireSigned is set, but gitwal cannot run here" in required.stderr
+    assert git(server, "rev-parse", ref) != git(a, "rev-parse", ref)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -60,3 +61,22 @@ def check() -> None:
             "a half-applied step",
             f"run `git wal recover --run {run.id}` first",
         )
+
+
+@hooks.command("receive-signatures", hidden=True)
+@click.option("--allowed-signers", metavar="PATH", help="ssh allowed-signers file.")
+@click.option("--require-signed", is_flag=True, help="Refuse unsigned appends too.")
+@handled
+def receive_signatures(allowed_signers: str | None, require_signed: bool) -> None:
+    """For the pre-receive hook: stdin holds `REF COMMIT` lines of pushed appends."""
+    pairs = []
+    for line in sys.stdin.read().splitlines():
+        ref, _, commit = line.strip().partition(" ")
+        if commit:
+            pairs.append((ref, commit))
+    problems = githooks.push_signature_problems(Path("."), pairs, allowed_signers,
+                                                require_signed)
+    for ref, commit, why in problems:
+        click.echo(f"gitwal: refusing {ref}: append {commit[:12]}: {why}", err=True)
+    if problems:
+        sys.exit(1)
