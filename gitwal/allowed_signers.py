@@ -183,8 +183,9 @@ def load_allowed(file: Path) -> list[AllowedSigner]:
     try:
         text = file.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise BadAllowedSigners(f"no allowed signers file at {file}",
-                                "add a trusted key with trust_add") from None
+        raise BadAllowedSigners(
+            f"no allowed signers file at {file}",
+            "add a trusted key with `git wal trust add PUBKEY --name NAME`") from None
     except UnicodeDecodeError:
         raise BadAllowedSigners(f"{file} is not UTF-8 text", _ALLOWED_HELP) from None
     return _parse_allowed(text, str(file))

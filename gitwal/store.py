@@ -30,9 +30,9 @@ import pygit2
 
 from .chain import REF_PREFIX, Chain, common_dir
 from .durable import crash_point, fsync_dir, makedirs_durable
-from .errors import CorruptLog, RunBusy
+from .errors import CorruptLog, RunBusy, WalError
 from .ids import CommitId, Lsn, RunId
-from .records import Record, encode, summary
+from .records import Record, Seal, encode, summary
 
 if TYPE_CHECKING:
     from .keys import SigningKey
@@ -47,6 +47,10 @@ pygit2.settings.enable_fsync_gitdir(True)
 def wal_dir(repo: pygit2.Repository) -> Path:
     """gitwal's private directory inside this worktree's git dir."""
     return Path(repo.path) / "wal"
+
+
+class RunSealed(WalError):
+    """The run ends in a seal: nothing may be appended to it, nor its chain rewritten."""
 
 
 @dataclass(frozen=True)
@@ -159,6 +163,8 @@ class Store(Chain):
         Raises :class:`RunBusy` when the ref is no longer at ``expect``: the
         caller re-reads and decides; nothing is overwritten.
         """
+        if expect is not None:
+            self._refuse_after_seal(expect)
         tb = self.repo.TreeBuilder()
         for rec in records:
             blob = self.put_blob(encode(rec))
@@ -176,6 +182,13 @@ class Store(Chain):
         self._move_ref(commit, expect)
         crash_point("after-append")
         return CommitId(str(commit))
+
+    def _refuse_after_seal(self, head: CommitId, doing: str = "appended to") -> None:
+        """Nothing may follow a seal (docs/format.md); every append comes through here."""
+        last = self.head_records(head)[-1]
+        if isinstance(last, Seal):
+            raise RunSealed(f"run {self.run} is sealed (LSN {last.lsn}): it cannot be {doing}",
+                            "a sealed run is finished; start a new one with `git wal begin`")
 
     def _write_commit(self, author: pygit2.Signature, committer: pygit2.Signature,
                       message: str, tree: pygit2.Oid, parents: list[pygit2.Oid]) -> pygit2.Oid:
@@ -276,6 +289,7 @@ class Store(Chain):
         The new root holds the record at ``lsn`` (a checkpoint) and the rest
         of its batch; every later append keeps its tree, message and order.
         """
+        self._refuse_after_seal(head, "compacted")  # the seal names the append it follows
         chain = self.chain(head)
         keep: list[tuple[CommitId, list[Record]]] = []
         for oid, batch in chain:

@@ -75,4 +75,6 @@ def main() -> None:
 
 from . import checkpoints, hooks, inspect, recover, steps, verify  # noqa: E402  (registers)
 
+from . import keys, seal  # noqa: E402, F401  # isort: skip  (registers keygen, trust, seal)
+
 __all__ = ["checkpoints", "hooks", "inspect", "main", "recover", "steps", "verify"]

@@ -1,0 +1,140 @@
+"""`git wal seal`: end a run with a signed ``seal`` record (docs/format.md).
+
+A log whose newest appends were cut off is still a valid chain; only a seal
+tells a reader that nothing is missing at the end (`git wal verify
+--require-sealed`). Invariants:
+
+* a seal is the last record of its run: Store.append refuses anything after it;
+* a seal is signed: it is refused when no signing key is configured;
+* a seal is written only when no intent is open, and only for a working tree
+  the log explains (``tree``): every path that changed since the base (the
+  newest checkpoint's tree, else the base commit's) holds the state a
+  committed step, or an ``unlogged`` record, left it in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pygit2
+
+from .errors import WalError
+from .ids import ABSENT, CommitId, Lsn, TreeId
+from .records import Checkpoint, Commit, Intent, Plan, Record, Seal, Unlogged
+from .run import Run
+from .store import Ref, RunSealed
+from .worktree import Worktree, tree_state
+
+__all__ = ["RunSealed", "SealRefused", "SealResult", "explained_state", "seal",
+           "tree_problems"]
+
+MAX_PATHS = 10  # paths named in a refusal; past this, "... and N more"
+
+
+class SealRefused(WalError):
+    """The run cannot be sealed now (open intent, no key, tree the log does not explain)."""
+
+
+@dataclass(frozen=True)
+class SealResult:
+    lsn: Lsn
+    last: Lsn
+    head: CommitId  # the append the seal follows
+    tree: TreeId
+    commit: CommitId  # the signed append that holds the seal
+    fingerprint: str  # of the key that signed it
+
+
+def explained_state(repo: pygit2.Repository, trees: Worktree,
+                    records: list[Record]) -> dict[str, str]:
+    """path -> the state the log last gave it (object id or ABSENT), in record order.
+
+    A committed file step gives its targets their post ids, a committed exec
+    step every path its snapshots differ in, an ``unlogged`` record the states
+    it observed (seen, not verified: but not a silent gap either).
+    """
+    intents: dict[int, Intent] = {}
+    out: dict[str, str] = {}
+    for rec in records:
+        if isinstance(rec, Intent):
+            intents[rec.lsn] = rec
+        elif isinstance(rec, Commit) and (intent := intents.get(rec.intent)) is not None:
+            if intent.tool == "exec":
+                post = TreeId(rec.post[0])
+                for path in trees.changed_paths(TreeId(intent.pre[0]), post):
+                    out[path] = tree_state(repo, post, path)
+            else:
+                out.update(zip(intent.target, rec.post, strict=False))
+        elif isinstance(rec, Unlogged):
+            out.update(zip(rec.paths, rec.observed, strict=False))
+    return out
+
+
+def base_tree(repo: pygit2.Repository, first: Record, plan: Plan) -> TreeId | None:
+    """What the records from ``first`` on start from: a checkpoint's tree, else the base's."""
+    if isinstance(first, Checkpoint):
+        return TreeId(first.tree)
+    base = repo.get(plan.base)
+    return TreeId(str(base.tree_id)) if isinstance(base, pygit2.Commit) else None
+
+
+def tree_problems(repo: pygit2.Repository, trees: Worktree, base: TreeId, tree: TreeId,
+                  records: list[Record]) -> list[str]:
+    """Why ``tree`` is not what ``records`` leave ``base`` as (empty: it is), path by path."""
+    expected = explained_state(repo, trees, records)
+    out = []
+    for path in trees.changed_paths(base, tree):
+        if path not in expected:
+            out.append(f"{path} changed ({_short(tree_state(repo, base, path))} -> "
+                       f"{_short(tree_state(repo, tree, path))}) but no step or unlogged "
+                       "record explains it")
+    for path, want in sorted(expected.items()):
+        have = tree_state(repo, tree, path)
+        if have != want:
+            out.append(f"{path} is {_short(have)}, but the log leaves it {_short(want)}")
+    return out
+
+
+def _short(oid: str) -> str:
+    return oid if oid == ABSENT else oid[:12]
+
+
+def seal(run: Run) -> SealResult:
+    """Append the run's signed ``seal`` record; refused when it cannot be final and true."""
+    store, wt, repo = run.store, run.wt, run.store.repo
+    with store.locked():
+        head = store.head()
+        assert head is not None  # Wal.run() found the log
+        records = store.segment()
+        last = records[-1]
+        if isinstance(last, Seal):
+            raise RunSealed(f"run {run.id} is sealed already (LSN {last.lsn})",
+                            "a sealed run is finished; start a new one with `git wal begin`")
+        if isinstance(last, Intent):
+            raise SealRefused(f"run {run.id}: intent LSN {last.lsn} ({last.tool} "
+                              f"{' '.join(last.target)}) is open",
+                              f"run `git wal recover --run {run.id}` first, then seal")
+        key = store.signing_key()
+        if key is None:
+            raise SealRefused(
+                "a seal must be signed, and no signing key is configured (wal.signingKey)",
+                "create one with `git wal keygen --configure` (or point `git config "
+                "wal.signingKey PATH` at an Ed25519 key), trust it with `git wal trust "
+                "add`, then seal",
+            )
+        base = base_tree(repo, records[0], store.plan(records[0]))
+        snap = wt.snapshot(run.id)
+        problems = [] if base is None else tree_problems(repo, wt, base, snap, records)
+        if base is None or problems:
+            shown = problems[:MAX_PATHS] + (
+                [f"... and {len(problems) - MAX_PATHS} more"] if len(problems) > MAX_PATHS
+                else [])
+            raise SealRefused(
+                "the working tree is not what the log explains: " + (
+                    "; ".join(shown) if problems else "the base commit is missing"),
+                "record the changes as steps, undo them, or disclose them with `git wal "
+                "checkpoint --detached --include-unlogged`, then seal",
+            )
+        rec = Seal(run.id, Lsn(last.lsn + 1), last.lsn, head, snap)
+        commit = store.append([rec], [Ref(snap, is_tree=True)], head)
+        return SealResult(rec.lsn, last.lsn, head, snap, commit, key.fingerprint)
