@@ -76,5 +76,6 @@ def main() -> None:
 from . import checkpoints, hooks, inspect, recover, steps, verify  # noqa: E402  (registers)
 
 from . import keys, seal  # noqa: E402, F401  # isort: skip  (registers keygen, trust, seal)
+from . import mcp  # noqa: E402, F401  # isort: skip  (registers mcp, mcp-config)
 
 __all__ = ["checkpoints", "hooks", "inspect", "main", "recover", "steps", "verify"]

@@ -1,0 +1,337 @@
+"""What each MCP tool does, without the SDK.
+
+A :class:`Host` picks the run, runs one call at a time through the library's
+step protocol (``Run.apply`` / ``Run.exec``: intent -> apply -> verify ->
+commit | abort), and turns the outcome into a :class:`Reply`: a short text
+for the model and the same facts as data. A refusal is a reply too, never an
+exception, carrying the error's message and hint.
+
+Invariant: calls are serialized by one lock, so the server works on one step
+at a time, as a gitwal process does (the run's own lock also keeps other
+processes out while a step is open).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import os
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pygit2
+
+from .. import checkpoint as cp
+from ..errors import StepFailed, ToolRefused, UnknownRun, WalError
+from ..ids import CommitId, Lsn, RunId, TreeId
+from ..records import Abort, Commit, Intent, Record
+from ..run import Run, StepResult
+from ..wal import Wal
+
+OUTPUT_TAIL = 8000  # characters of a command's output returned to the model
+DEFAULT_TASK = "changes made through the gitwal MCP server"
+
+
+@dataclass(frozen=True)
+class Reply:
+    ok: bool  # False: the client sees a tool error (isError)
+    text: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Captured:
+    text: str = ""
+
+
+@contextlib.contextmanager
+def captured_output() -> Iterator[Captured]:
+    """Point fds 1 and 2 at a temporary file while a step runs a command.
+
+    Commands inherit the server's standard streams (effects.run_command). The
+    protocol itself never goes through fd 1 while serving (the SDK writes to a
+    private duplicate), and the server's own messages go to ``sys.stderr``,
+    which ``isolate_stderr`` moved off fd 2; so the file receives exactly what
+    the command and its children print. Calls are serialized: one capture at
+    a time.
+    """
+    out = Captured()
+    with tempfile.TemporaryFile() as f:
+        saved = (os.dup(1), os.dup(2))
+        try:
+            os.dup2(f.fileno(), 1)
+            os.dup2(f.fileno(), 2)
+            yield out
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - 4 * OUTPUT_TAIL))
+            out.text = f.read().decode("utf-8", "replace")[-OUTPUT_TAIL:]
+
+
+def isolate_stderr() -> None:
+    """Give Python's ``sys.stderr`` its own descriptor, so that redirecting
+    fd 2 for a command's output never captures the server's log lines."""
+    sys.stderr.flush()
+    sys.stderr = open(os.dup(2), "w", buffering=1, encoding="utf-8",  # noqa: SIM115
+                      errors="replace")
+
+
+def refusal(e: WalError, extra: dict[str, Any] | None = None) -> Reply:
+    text = f"error: {e.message}" + (f"\nhint: {e.hint}" if e.hint else "")
+    data: dict[str, Any] = {"error": e.message, "hint": e.hint, "exit_code": e.exit_code,
+                            "kind": type(e).__name__}
+    data.update(extra or {})
+    if data.get("output"):
+        text += f"\n--- output (last {OUTPUT_TAIL} characters) ---\n{data['output']}"
+    return Reply(False, text, data)
+
+
+class Host:
+    """One repository's tools; see docs/mcp.md for run selection."""
+
+    def __init__(self, repo: str | os.PathLike[str] = ".", run_id: str | None = None,
+                 task: str | None = None) -> None:
+        wal = Wal(repo)  # refuses a directory outside any repository now
+        self.root: Path = wal.wt.root
+        if run_id:
+            wal.run(run_id)  # refuses an unknown run before anything is served
+        self.pinned: RunId | None = RunId(run_id) if run_id else None
+        self.task = task or DEFAULT_TASK
+        self._lock = threading.Lock()
+
+    # -- plumbing ----------------------------------------------------------
+
+    def _serialized(self, work: Callable[[], Reply],
+                    state: dict[str, Any] | None = None) -> Reply:
+        """Run one call under the lock; every failure becomes a refusal."""
+        with self._lock:
+            try:
+                return work()
+            except WalError as e:
+                return refusal(e, _failure_data(state or {}, e))
+            except (pygit2.GitError, OSError) as e:
+                err = WalError(str(e) or type(e).__name__,
+                               "`status` shows the log; `recover` decides a step left open")
+                return refusal(err, _failure_data(state or {}, err))
+
+    def _wal(self) -> Wal:
+        return Wal(self.root)
+
+    def _run(self, wal: Wal, create: bool) -> tuple[Run, bool]:
+        """The run this call works on, and whether it was begun just now."""
+        if self.pinned is not None:
+            return wal.run(self.pinned), False
+        try:
+            return wal.run(None), False
+        except UnknownRun:
+            if not create:
+                raise
+        return wal.begin(task=self.task), True
+
+    # -- mutating tools ----------------------------------------------------
+
+    def apply(self, tool: str, check: str | None = None, step: int | None = None,
+              **args: Any) -> Reply:
+        """One end-state file tool as a logged, verified step."""
+        state: dict[str, Any] = {}
+
+        def work() -> Reply:
+            run, begun = self._run(self._wal(), create=True)
+            state["run"] = run
+            result = run.apply(tool, check=check, step=step, **args)
+            return _step_reply(run, result, self.task if begun else None)
+
+        return self._serialized(work, state)
+
+    def write_file(self, path: str, content: str, encoding: str = "utf-8",
+                   check: str | None = None, step: int | None = None) -> Reply:
+        if encoding == "base64":
+            try:
+                data = base64.b64decode(content, validate=True)
+            except binascii.Error as e:
+                return refusal(ToolRefused(f"write_file: content is not valid base64: {e}",
+                                           "encode the bytes with standard base64"))
+        elif encoding == "utf-8":
+            data = content.encode("utf-8")
+        else:
+            return refusal(ToolRefused(f"write_file: unknown encoding {encoding!r}",
+                                       "use \"utf-8\" or \"base64\""))
+        return self.apply("write_file", check=check, step=step, path=path, content=data)
+
+    def exec(self, argv: Sequence[str], idempotent: bool = False, check: str | None = None,
+             step: int | None = None) -> Reply:
+        """A command whose effect is unknown in advance, as a logged step."""
+        state: dict[str, Any] = {}
+
+        def work() -> Reply:
+            run, begun = self._run(self._wal(), create=True)
+            state["run"] = run
+            with captured_output() as out:
+                state["out"] = out
+                result = run.exec(list(argv), check=check, idempotent=idempotent, step=step)
+            reply = _step_reply(run, result, self.task if begun else None)
+            return _with_output(reply, out.text)
+
+        return self._serialized(work, state)
+
+    def begin(self, task: str, steps: Sequence[str] = (), run_id: str | None = None) -> Reply:
+        def work() -> Reply:
+            run = self._wal().begin(task=task, run_id=run_id, steps=steps)
+            self.pinned = run.id
+            numbered = "".join(f"\n  {n}. {s}" for n, s in enumerate(steps, start=1))
+            return Reply(True, f"began run {run.id}: {task}{numbered}",
+                         {"run": run.id, "ref": run.store.ref_name, "task": task,
+                          "steps": list(steps)})
+
+        return self._serialized(work)
+
+    def checkpoint(self, message: str | None = None, check: str | None = None,
+                   detached: bool = False, include_unlogged: bool = False) -> Reply:
+        def work() -> Reply:
+            run, _ = self._run(self._wal(), create=False)
+            r = cp.checkpoint(run, message, check, detached, include_unlogged)
+            how = "HEAD already held this tree" if r.reused_head else f"commit {r.git[:12]}"
+            text = f"LSN {r.lsn} checkpoint: {how} on {r.ref}, covers LSN {r.covers}"
+            if r.unlogged:
+                text += f"; included unlogged paths: {', '.join(r.unlogged)}"
+            return Reply(True, text, {
+                "run": run.id, "lsn": r.lsn, "git": r.git, "ref": r.ref, "covers": r.covers,
+                "unlogged": list(r.unlogged), "reused_head": r.reused_head})
+
+        return self._serialized(work)
+
+    def recover(self, redo: bool = False, restore: bool = False) -> Reply:
+        def work() -> Reply:
+            wal = self._wal()
+            try:
+                run, _ = self._run(wal, create=False)
+            except UnknownRun:
+                return Reply(True, "no run in this worktree: nothing to recover", {"run": None})
+            with captured_output() as out:
+                report = wal.recover(run.id, redo=redo, restore=restore)
+            data = report.to_dict()
+            data["prompt"] = report.prompt()
+            return _with_output(Reply(True, data["prompt"], data), out.text)
+
+        return self._serialized(work)
+
+    # -- reading -----------------------------------------------------------
+
+    def status(self) -> Reply:
+        def work() -> Reply:
+            wal = self._wal()
+            try:
+                run, _ = self._run(wal, create=False)
+            except UnknownRun:
+                return Reply(True, "no run in this worktree yet: the first change begins one "
+                             f"(task: {self.task!r}), or call `begin` first",
+                             {"run": None})
+            st = wal.status(run.id)
+            text = (f"run {st.run}: {st.task}\n{len(st.committed)} committed, "
+                    f"{len(st.aborted)} aborted, {len(st.open)} open; next LSN {st.next_lsn}")
+            if st.checkpoint:
+                text += f"\nnewest checkpoint: LSN {st.checkpoint} (counts are after it)"
+            if st.open:
+                text += (f"\nopen intents: {', '.join(map(str, st.open))}: call `recover` "
+                         "before any other change")
+            return Reply(True, text, {
+                "run": st.run, "task": st.task, "records": st.records,
+                "committed": list(st.committed), "aborted": list(st.aborted),
+                "open": list(st.open), "next_lsn": st.next_lsn, "checkpoint": st.checkpoint})
+
+        return self._serialized(work)
+
+
+# -- results ---------------------------------------------------------------
+
+def _recent(run: Run, lsn: Lsn) -> list[Record]:
+    """Records that hold intent ``lsn`` and what closes it: normally the newest
+    two appends (one commit and one tree each); the whole segment only when
+    another process appended in between."""
+    store = run.store
+    head = store.head()
+    if head is None:
+        return []
+    records = store.head_records(head)
+    obj = store.repo.get(head)
+    if isinstance(obj, pygit2.Commit) and obj.parent_ids:
+        records = store.head_records(CommitId(str(obj.parent_ids[0]))) + records
+    if not any(isinstance(r, Intent) and r.lsn == lsn for r in records):
+        records = store.segment()
+    return records
+
+
+def _closing(records: list[Record], lsn: Lsn) -> Commit | Abort | None:
+    for r in records:
+        if isinstance(r, (Commit, Abort)) and r.intent == lsn:
+            return r
+    return None
+
+
+def _step_reply(run: Run, result: StepResult, begun_task: str | None) -> Reply:
+    """``begun_task``: the task of the run this call began, None if it existed."""
+    records = _recent(run, result.lsn)
+    intent = next((r for r in records if isinstance(r, Intent) and r.lsn == result.lsn), None)
+    close = _closing(records, result.lsn)
+    verified = close.verified if isinstance(close, Commit) else ""
+    data: dict[str, Any] = {
+        "run": run.id, "lsn": result.lsn, "commit_lsn": None if close is None else close.lsn,
+        "tool": result.tool, "target": list(result.target), "status": result.status,
+        "post": list(result.post), "verified": verified,
+        "step": None if intent is None else intent.step, "began_run": begun_task is not None,
+    }
+    targets = " -> ".join(result.target)
+    text = f"LSN {result.lsn} {result.tool} {targets}: {result.status} (verified: {verified})"
+    if intent is not None and result.tool == "exec":
+        changed = run.wt.changed_paths(TreeId(intent.pre[0]), TreeId(result.post[0]))
+        data["changed"] = list(changed)
+        text += f"; changed: {', '.join(changed) if changed else 'nothing'}"
+    elif intent is not None:
+        data["pre"] = list(intent.pre)
+        data["changed"] = [p for p, a, b in zip(intent.target, intent.pre, result.post,
+                                                 strict=True) if a != b]
+        if not data["changed"]:
+            text += "; no change: already in that state"
+    if begun_task is not None:
+        text = f"began run {run.id} (task: {begun_task})\n" + text
+    return Reply(True, text, data)
+
+
+def _with_output(reply: Reply, output: str) -> Reply:
+    if not output:
+        return reply
+    text = reply.text + f"\n--- output (last {OUTPUT_TAIL} characters) ---\n{output}"
+    return Reply(reply.ok, text, {**reply.data, "output": output})
+
+
+def _failure_data(state: dict[str, Any], error: WalError) -> dict[str, Any]:
+    """Facts a refused or aborted step adds to its error: the run, the abort
+    record (a step that failed verification is closed by one), the output."""
+    data: dict[str, Any] = {}
+    run: Run | None = state.get("run")
+    out: Captured | None = state.get("out")
+    if out is not None and out.text:
+        data["output"] = out.text
+    if run is None:
+        return data
+    data["run"] = run.id
+    if not isinstance(error, StepFailed):
+        return data  # refused before anything was logged
+    with contextlib.suppress(WalError, pygit2.GitError, OSError):
+        head = run.store.head()
+        last = run.store.head_records(head)[-1] if head else None
+        if isinstance(last, Abort):
+            data["aborted"] = {"intent": last.intent, "lsn": last.lsn, "reason": last.reason,
+                               "restored": list(last.restored), "output": last.output}
+    return data
+

@@ -1,0 +1,107 @@
+"""The `.mcp.json` entry that registers `git wal mcp` with an MCP client.
+
+Claude Code reads project-scoped servers from `.mcp.json` at the top of the
+repository: ``{"mcpServers": {"<name>": {"command": ..., "args": [...]}}}``.
+These functions add or remove gitwal's entry and leave every other key and
+server as it was. They never import the MCP SDK: writing a config file must
+work where the SDK is not installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from .durable import atomic_write, unlink_durable
+from .errors import WalError
+
+SERVER_NAME = "gitwal"
+
+
+class McpConfigError(WalError):
+    """`.mcp.json` exists but is not a JSON object gitwal can edit safely."""
+
+
+def mcp_server_entry() -> dict[str, object]:
+    """gitwal's server entry: `git-wal mcp` over stdio, run from the project root.
+
+    The server works on the repository it is started in; an MCP client starts
+    project servers in the project directory, so no path is written here.
+    """
+    return {"command": "git-wal", "args": ["mcp"]}
+
+
+def mcp_json_document() -> dict[str, object]:
+    """A complete `.mcp.json` holding gitwal's entry alone (what `git wal mcp-config` prints)."""
+    return {"mcpServers": {SERVER_NAME: mcp_server_entry()}}
+
+
+def _load(path: Path) -> dict[str, Any] | None:
+    """The parsed file, or None when it does not exist. Refuses what it cannot edit."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    hint = f"fix {path} by hand (it must be a JSON object), then run the command again"
+    try:
+        doc = json.loads(raw) if raw.strip() else {}
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise McpConfigError(f"{path} is not valid JSON: {e}", hint) from None
+    if not isinstance(doc, dict):
+        raise McpConfigError(f"{path} does not hold a JSON object", hint)
+    servers = doc.get("mcpServers")
+    if servers is not None and not isinstance(servers, dict):
+        raise McpConfigError(f"{path}: \"mcpServers\" is not a JSON object", hint)
+    return doc
+
+
+def _store(path: Path, doc: dict[str, Any]) -> None:
+    try:
+        mode = os.stat(path).st_mode & 0o7777
+    except FileNotFoundError:
+        mode = 0o644
+    text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    atomic_write(path, text.encode("utf-8"), mode=mode)
+
+
+def merge_mcp_json(path: Path) -> bool:
+    """Add (or repair) gitwal's entry in ``path``; True if the file changed.
+
+    Other servers and top-level keys are kept, in their order. An existing
+    `gitwal` entry keeps its own extra keys (``env``, ...); its ``command``
+    and ``args`` are set to gitwal's. Running it again changes nothing.
+    """
+    doc = _load(path)
+    if doc is None:
+        doc = {}
+    servers: dict[str, Any] = doc.setdefault("mcpServers", {})
+    current = servers.get(SERVER_NAME)
+    wanted: dict[str, Any] = dict(current) if isinstance(current, dict) else {}
+    wanted.update(mcp_server_entry())
+    if current == wanted:
+        return False
+    servers[SERVER_NAME] = wanted
+    _store(path, doc)
+    return True
+
+
+def remove_from_mcp_json(path: Path) -> bool:
+    """Remove gitwal's entry from ``path``; True if the file changed.
+
+    Every other server and key stays. A file left holding nothing but an empty
+    ``mcpServers`` object is deleted (it held only what gitwal added).
+    """
+    doc = _load(path)
+    if doc is None:
+        return False
+    servers = doc.get("mcpServers")
+    if not isinstance(servers, dict) or SERVER_NAME not in servers:
+        return False
+    del servers[SERVER_NAME]
+    if not servers and set(doc) == {"mcpServers"}:
+        unlink_durable(path)
+    else:
+        _store(path, doc)
+    return True

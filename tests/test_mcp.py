@@ -1,0 +1,561 @@
+"""`git wal mcp`: the real server process, driven by the MCP SDK's own client over
+stdio; the working tree and `git wal log --json` (the real CLI) are checked after
+every call. Crash tests SIGKILL the server process itself."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
+from mcp.types import CallToolResult, TextContent
+
+from gitwal.mcp_config import (
+    McpConfigError,
+    mcp_server_entry,
+    merge_mcp_json,
+    remove_from_mcp_json,
+)
+
+from .conftest import GIT_WAL, git, ok, tree_of, wal
+
+Body = Callable[[ClientSession], Awaitable[None]]
+
+STEP_TOOLS = {"write_file", "replace_symbol", "replace_text", "ensure_line", "delete_file",
+              "move_file", "exec"}
+
+
+@asynccontextmanager
+async def connect(repo: Path, *args: str, env: dict[str, str] | None = None
+                  ) -> AsyncIterator[ClientSession]:
+    params = StdioServerParameters(command=GIT_WAL, args=["mcp", *args], cwd=str(repo),
+                                   env={**os.environ, **(env or {})})
+    with open(repo.parent / "server.stderr", "a") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write), \
+                ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
+
+
+def talk(repo: Path, body: Body, *args: str, env: dict[str, str] | None = None) -> None:
+    """Start `git wal mcp` in ``repo``, run ``body`` against it, stop it."""
+    async def main() -> None:
+        async with connect(repo, *args, env=env) as session:
+            await body(session)
+    anyio.run(main)
+
+
+def text(res: CallToolResult) -> str:
+    block = res.content[0]
+    assert isinstance(block, TextContent)
+    return block.text
+
+
+def data(res: CallToolResult) -> dict[str, Any]:
+    assert isinstance(res.structured_content, dict), res
+    return res.structured_content
+
+
+async def step(session: ClientSession, tool: str, **args: Any) -> dict[str, Any]:
+    """Call a tool that must succeed; its structured result."""
+    res = await session.call_tool(tool, args)
+    assert not res.is_error, text(res)
+    return data(res)
+
+
+async def refused(session: ClientSession, tool: str, **args: Any) -> CallToolResult:
+    res = await session.call_tool(tool, args)
+    assert res.is_error, text(res)
+    return res
+
+
+def log(repo: Path, *args: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in ok(repo, "log", "--json", *args).splitlines()]
+
+
+def by_lsn(repo: Path) -> dict[int, dict[str, Any]]:
+    return {row["lsn"]: row for row in log(repo)}
+
+
+def assert_logged(repo: Path, result: dict[str, Any], tool: str) -> dict[str, Any]:
+    """The intent the tool reported is committed in the log, and the commit says
+    what the result says was verified. Returns the intent row."""
+    rows = by_lsn(repo)
+    intent = rows[result["lsn"]]
+    assert intent["type"] == "intent" and intent["tool"] == tool
+    assert intent["status"] == "committed"
+    commit = rows[result["commit_lsn"]]
+    assert commit["type"] == "commit" and commit["intent"] == result["lsn"]
+    assert commit["verified"] == result["verified"]
+    return intent
+
+
+# -- discovery -----------------------------------------------------------------
+
+
+def test_lists_the_tools_with_descriptions_and_schemas(repo: Path) -> None:
+    async def body(s: ClientSession) -> None:
+        tools = {t.name: t for t in (await s.list_tools()).tools}
+        assert set(tools) == STEP_TOOLS | {"begin", "status", "recover", "checkpoint"}
+        for t in tools.values():
+            assert t.description and len(t.description) > 150, t.name
+            assert t.input_schema["type"] == "object"
+        # Each change tool says what it replaces and carries the common options.
+        for name, shell in (("write_file", "cat > file"), ("replace_symbol", "sed -i"),
+                            ("ensure_line", "echo line >> file"), ("delete_file", "`rm`"),
+                            ("move_file", "`mv`")):
+            assert shell in (tools[name].description or ""), name
+        for name in STEP_TOOLS:
+            props = tools[name].input_schema["properties"]
+            assert {"step", "check"} <= set(props), name
+            assert props["step"]["anyOf"][0] == {"minimum": 1, "type": "integer"}
+        assert tools["write_file"].input_schema["required"] == ["path", "content"]
+        assert tools["move_file"].input_schema["required"] == ["src", "dst"]
+        assert tools["replace_text"].input_schema["required"] == ["path", "old", "new"]
+        argv = tools["exec"].input_schema["properties"]["argv"]
+        assert argv["type"] == "array" and argv["minItems"] == 1
+        assert "adds the line only if absent" in (tools["ensure_line"].description or "")
+        assert tools["status"].annotations and tools["status"].annotations.read_only_hint
+        assert tools["exec"].annotations and tools["exec"].annotations.open_world_hint
+    talk(repo, body)
+
+
+# -- the change tools ----------------------------------------------------------
+
+
+def test_every_file_tool_commits_and_is_logged(repo: Path) -> None:
+    (repo / "src").mkdir()
+    (repo / "src" / "a.ts").write_text("const getUserById = 1;\ngetUserById(getUserByIdx);\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "src")
+
+    async def body(s: ClientSession) -> None:
+        began = await step(s, "begin", task="rename and tidy", steps=["notes", "rename"],
+                           run_id="r1")
+        assert began["run"] == "r1"
+
+        r = await step(s, "write_file", path="docs/NOTES.md", content="one\ntwo\n", step=1,
+                       check="grep -q two docs/NOTES.md")
+        assert (repo / "docs" / "NOTES.md").read_text() == "one\ntwo\n"
+        assert r["verified"] == "hash==post && check ok: grep -q two docs/NOTES.md"
+        intent = assert_logged(repo, r, "write_file")
+        assert intent["step"] == 1 and intent["pre"] == "absent" and intent["run"] == "r1"
+        assert r["changed"] == ["docs/NOTES.md"] and r["began_run"] is False
+
+        r = await step(s, "replace_symbol", path="src/a.ts", old="getUserById",
+                       new="fetchUser", step=2)
+        assert (repo / "src" / "a.ts").read_text() == \
+            "const fetchUser = 1;\nfetchUser(getUserByIdx);\n"
+        assert assert_logged(repo, r, "replace_symbol")["args"]["new"] == "fetchUser"
+        again = await step(s, "replace_symbol", path="src/a.ts", old="getUserById",
+                           new="fetchUser")
+        assert again["changed"] == [] and again["lsn"] > r["lsn"]
+
+        r = await step(s, "replace_text", path="src/a.ts", old="= 1;", new="= 2;")
+        assert (repo / "src" / "a.ts").read_text().startswith("const fetchUser = 2;\n")
+        assert_logged(repo, r, "replace_text")
+
+        r = await step(s, "ensure_line", path=".gitignore", line="*.pyc")
+        assert (repo / ".gitignore").read_text() == "*.pyc\n"
+        assert_logged(repo, r, "ensure_line")
+        res = await s.call_tool("ensure_line", {"path": ".gitignore", "line": "*.pyc"})
+        assert not res.is_error and "no change" in text(res)
+        assert data(res)["changed"] == [] and (repo / ".gitignore").read_text() == "*.pyc\n"
+
+        r = await step(s, "move_file", src="docs/NOTES.md", dst="docs/old/NOTES.md")
+        assert not (repo / "docs" / "NOTES.md").exists()
+        assert (repo / "docs" / "old" / "NOTES.md").read_text() == "one\ntwo\n"
+        assert assert_logged(repo, r, "move_file")["target"] == ["docs/NOTES.md",
+                                                                   "docs/old/NOTES.md"]
+
+        r = await step(s, "delete_file", path="docs/old/NOTES.md")
+        assert not (repo / "docs" / "old" / "NOTES.md").exists()
+        assert_logged(repo, r, "delete_file")
+
+        blob = bytes(range(256))
+        r = await step(s, "write_file", path="bin.dat",
+                       content=base64.b64encode(blob).decode(), encoding="base64")
+        assert (repo / "bin.dat").read_bytes() == blob
+        assert subprocess.run(["git", "cat-file", "blob", r["post"][0]], cwd=repo,
+                              capture_output=True, check=True).stdout == blob
+    talk(repo, body)
+    st = json.loads(ok(repo, "status", "--run", "r1", "--json"))
+    assert len(st["committed"]) == 9 and st["open"] == [] and st["aborted"] == []
+
+
+def test_exec_commits_reports_changes_and_output(repo: Path) -> None:
+    async def body(s: ClientSession) -> None:
+        r = await step(s, "exec", argv=["sh", "-c",
+                                        "echo out=$GITWAL_KEY; echo err >&2; cat > in.txt; "
+                                        "printf gen > gen.txt"], step=1)
+        assert r["changed"] == ["gen.txt", "in.txt"] and r["verified"] == "exit 0"
+        assert f"out={r['run']}:{r['lsn']}" in r["output"] and "err" in r["output"]
+        # The command's stdin was empty, not the protocol's pipe.
+        assert (repo / "in.txt").read_text() == "" and (repo / "gen.txt").read_text() == "gen"
+        intent = assert_logged(repo, r, "exec")
+        assert intent["args"] == {"argv": ["sh", "-c", "echo out=$GITWAL_KEY; echo err >&2; "
+                                           "cat > in.txt; printf gen > gen.txt"]}
+        assert intent["replay"] == "unsafe" and intent["step"] == 1
+        r2 = await step(s, "exec", argv=["true"], idempotent=True)
+        assert r2["changed"] == [] and by_lsn(repo)[r2["lsn"]]["replay"] == "safe"
+        assert (await step(s, "status"))["committed"] == [r["lsn"], r2["lsn"]]
+    ok(repo, "begin", "--run", "r", "--task", "generate")
+    talk(repo, body)
+
+
+def test_refusals_are_tool_errors_with_the_hint(repo: Path) -> None:
+    (repo / "f.txt").write_text("a x a\n")
+    ok(repo, "begin", "--run", "r", "--task", "refusals")
+
+    async def body(s: ClientSession) -> None:
+        before = len(log(repo))
+        for old, count in (("zzz", 0), ("a", 2)):
+            res = await refused(s, "replace_text", path="f.txt", old=old, new="b")
+            assert f"error: replace_text: the old text occurs {count} times in f.txt" \
+                in text(res)
+            assert "hint: include more surrounding text so the match is unique" in text(res)
+            d = data(res)
+            assert d["kind"] == "ToolRefused" and d["exit_code"] == 1
+            assert d["hint"] == "include more surrounding text so the match is unique"
+        for bad in ("../outside.txt", "/etc/passwd", ".git/config"):
+            res = await refused(s, "write_file", path=bad, content="x")
+            assert text(res).startswith(f"error: refused path {bad!r}")
+            assert "hint: give a path relative to the top of the working tree" in text(res)
+            assert data(res)["kind"] == "PathRefused"
+        res = await refused(s, "move_file", src="f.txt", dst="README")
+        assert "README already exists" in text(res) and "hint: delete it first" in text(res)
+        res = await refused(s, "delete_file", path="missing.txt")
+        assert "missing.txt does not exist" in text(res)
+        res = await refused(s, "replace_symbol", path="f.txt", old="a b", new="c")
+        assert "hint: use replace-text" in text(res)
+        res = await refused(s, "write_file", path="x", content="!!", encoding="base64")
+        assert "not valid base64" in text(res)
+        res = await s.call_tool("write_file", {"path": "x", "content": "y", "step": 0})
+        assert res.is_error  # the SDK validates arguments against the schema
+        assert len(log(repo)) == before  # a refusal logs nothing
+        assert (repo / "f.txt").read_text() == "a x a\n" and not (repo / "x").exists()
+    talk(repo, body)
+
+
+def test_failing_checks_abort_and_restore_the_tree(repo: Path) -> None:
+    (repo / "f.txt").write_text("keep\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "f")
+    ok(repo, "begin", "--run", "r", "--task", "checks")
+    clean = tree_of(repo)
+
+    async def body(s: ClientSession) -> None:
+        res = await refused(s, "exec",
+                            argv=["sh", "-c", "echo new > gen.txt; echo more >> f.txt; "
+                                  "echo ran"],
+                            check="echo checking; exit 3")
+        d = data(res)
+        assert d["kind"] == "StepFailed" and "check failed: echo checking; exit 3" in d["error"]
+        assert "hint: " in text(res) and d["hint"]
+        assert sorted(d["aborted"]["restored"]) == ["f.txt", "gen.txt"]
+        assert "checking" in d["aborted"]["output"] and "ran" in d["output"]
+        assert tree_of(repo) == clean
+        rows = by_lsn(repo)
+        intent = rows[d["aborted"]["intent"]]
+        assert intent["tool"] == "exec" and intent["status"] == "aborted"
+        abort = rows[d["aborted"]["lsn"]]
+        assert abort["type"] == "abort" and abort["reason"] == "check failed: echo checking; exit 3"
+        assert sorted(abort["restored"]) == ["f.txt", "gen.txt"]
+
+        res = await refused(s, "exec", argv=["sh", "-c", "echo x > gen.txt; exit 4"])
+        assert "command exited with status 4" in text(res) and tree_of(repo) == clean
+
+        res = await refused(s, "replace_text", path="f.txt", old="keep", new="lost",
+                            check="grep -q keep f.txt")
+        assert data(res)["aborted"]["restored"] == ["f.txt"]
+        assert (repo / "f.txt").read_text() == "keep\n"
+        assert by_lsn(repo)[data(res)["aborted"]["intent"]]["status"] == "aborted"
+        assert (await step(s, "status"))["aborted"] == [2, 4, 6]
+    talk(repo, body)
+
+
+# -- run selection ---------------------------------------------------------------
+
+
+def test_first_change_begins_a_run_with_the_server_task(repo: Path) -> None:
+    async def body(s: ClientSession) -> None:
+        st = await step(s, "status")
+        assert st["run"] is None
+        assert (await step(s, "recover"))["run"] is None
+        assert (await refused(s, "checkpoint")).is_error  # nothing to checkpoint yet
+        r = await step(s, "ensure_line", path="a.txt", line="x")
+        assert r["began_run"] is True
+        res = await s.call_tool("ensure_line", {"path": "b.txt", "line": "y"})
+        assert data(res)["run"] == r["run"] and data(res)["began_run"] is False
+    talk(repo, body, "--task", "tidy the repo")
+    runs = [json.loads(line) for line in ok(repo, "runs", "--json").splitlines()]
+    [run] = runs
+    assert run["task"] == "tidy the repo" and run["current"] and run["records"] == 5
+
+
+def test_run_option_pins_the_run_and_begin_switches_it(repo: Path) -> None:
+    ok(repo, "begin", "--run", "pinned", "--task", "one")
+    ok(repo, "begin", "--run", "other", "--task", "two")  # now the current run
+
+    async def body(s: ClientSession) -> None:
+        assert (await step(s, "ensure_line", path="a.txt", line="1"))["run"] == "pinned"
+        assert (await step(s, "status"))["run"] == "pinned"
+        await step(s, "begin", task="three", run_id="third")
+        assert (await step(s, "ensure_line", path="a.txt", line="2"))["run"] == "third"
+        res = await refused(s, "begin", task="again", run_id="third")
+        assert "run third already exists" in text(res)
+    talk(repo, body, "--run", "pinned")
+    assert [r["tool"] for r in log(repo, "--run", "other") if r["type"] == "intent"] == []
+    assert len(log(repo, "--run", "pinned")) == 3 and len(log(repo, "--run", "third")) == 3
+
+    bad = wal(repo, "mcp", "--run", "nope")
+    assert bad.returncode == 1 and "error: no run nope" in bad.stderr and "hint: " in bad.stderr
+
+
+def test_without_run_option_the_server_follows_the_current_run(repo: Path) -> None:
+    ok(repo, "begin", "--run", "first", "--task", "one")
+
+    async def body(s: ClientSession) -> None:
+        assert (await step(s, "ensure_line", path="a.txt", line="1"))["run"] == "first"
+        ok(repo, "begin", "--run", "second", "--task", "two")  # a harness starts a new run
+        assert (await step(s, "ensure_line", path="a.txt", line="2"))["run"] == "second"
+    talk(repo, body)
+
+
+def test_calls_run_one_step_at_a_time(repo: Path, tmp_path: Path) -> None:
+    trace = tmp_path / "trace"
+    ok(repo, "begin", "--run", "r", "--task", "serial")
+
+    async def body(s: ClientSession) -> None:
+        results: list[CallToolResult] = []
+
+        async def one(name: str) -> None:
+            script = (f"echo start {name} >> {trace}; sleep 0.3; echo out {name}; "
+                      f"echo end {name} >> {trace}")
+            res = await s.call_tool("exec", {"argv": ["sh", "-c", script]})
+            assert not res.is_error, text(res)
+            # Each call returns its own command's output, and only that.
+            assert data(res)["output"] == f"out {name}\n"
+            results.append(res)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one, "a")
+            tg.start_soon(one, "b")
+        assert len(results) == 2
+    talk(repo, body)
+    lines = trace.read_text().splitlines()
+    first = lines[0].split()[1]
+    second = "b" if first == "a" else "a"
+    assert lines == [f"start {first}", f"end {first}", f"start {second}", f"end {second}"]
+
+
+# -- status, checkpoint, recover -------------------------------------------------
+
+
+def test_checkpoint_and_status_tools(repo: Path) -> None:
+    ok(repo, "begin", "--run", "r", "--task", "cp")
+
+    async def body(s: ClientSession) -> None:
+        await step(s, "write_file", path="a.txt", content="a\n")
+        (repo / "stray.txt").write_text("no step explains me\n")
+        res = await refused(s, "checkpoint")
+        assert "stray.txt" in text(res) and "include-unlogged" in data(res)["hint"]
+        cp = await step(s, "checkpoint", message="first", include_unlogged=True)
+        assert cp["unlogged"] == ["stray.txt"] and cp["covers"] == 2 and cp["ref"] == \
+            "refs/heads/main"
+        head = git(repo, "log", "-1", "--format=%H%n%B").splitlines()
+        assert head[0] == cp["git"] and head[1] == "first"
+        assert f"Wal-Lsn: {cp['lsn']}" in head and "Wal-Run: r" in head
+        st = await step(s, "status")
+        assert st["checkpoint"] == cp["lsn"] and st["committed"] == [] and st["open"] == []
+        d = await step(s, "checkpoint", detached=True)
+        assert d["ref"] == f"refs/wal-checkpoints/r/{d['lsn']}" and d["reused_head"]
+    talk(repo, body)
+    rows = log(repo)
+    assert [r["type"] for r in rows][-2:] == ["checkpoint", "checkpoint"]
+
+
+def test_server_killed_mid_write_then_the_recover_tool(repo: Path) -> None:
+    (repo / "f.txt").write_text("alpha beta\n" * 2000)
+    ok(repo, "begin", "--run", "r", "--task", "crash")
+    before = (repo / "f.txt").read_bytes()
+
+    async def crash(s: ClientSession) -> None:
+        with pytest.raises(MCPError, match="Connection closed"):  # died with the server
+            await s.call_tool("replace_symbol", {"path": "f.txt", "old": "beta", "new": "gamma"})
+    talk(repo, crash, env={"GITWAL_CRASH_AT": "mid-write"})
+    assert (repo / "f.txt").read_bytes() not in (before, before.replace(b"beta", b"gamma"))
+
+    async def body(s: ClientSession) -> None:
+        st = await step(s, "status")
+        assert st["open"] == [2]
+        res = await refused(s, "ensure_line", path="g.txt", line="x")
+        assert "still open" in text(res) and "git wal recover" in data(res)["hint"]
+        r = await step(s, "recover", redo=True)
+        [item] = r["intents"]
+        assert item["outcome"] == "torn" and item["action"] == "redone"
+        assert "do not redo" in r["prompt"] or "Committed" in r["prompt"]
+        assert (repo / "f.txt").read_bytes() == before.replace(b"beta", b"gamma")
+        again = await step(s, "recover")
+        assert again["intents"] == [] and not again["in_doubt"]
+    talk(repo, body)
+    rows = by_lsn(repo)
+    assert rows[2]["status"] == "committed" and rows[3]["type"] == "commit"
+    assert rows[3]["recovered"] is True
+
+
+def test_sigkill_mid_exec_then_recover_decides(repo: Path, tmp_path: Path) -> None:
+    ok(repo, "begin", "--run", "r", "--task", "long command")
+    server_pid, cmd_pid = tmp_path / "server.pid", tmp_path / "cmd.pid"
+    script = (f"echo $PPID > {server_pid}.tmp; mv {server_pid}.tmp {server_pid}; "
+              f"echo half > half.txt; echo $$ > {cmd_pid}.tmp; mv {cmd_pid}.tmp {cmd_pid}; "
+              "exec sleep 600")
+
+    async def body(s: ClientSession) -> None:
+        failed: list[str] = []
+
+        async def call() -> None:
+            with pytest.raises(MCPError, match="Connection closed"):  # died with the server
+                await s.call_tool("exec", {"argv": ["sh", "-c", script]})
+            failed.append("connection closed")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            with anyio.fail_after(60):
+                while not cmd_pid.exists():
+                    await anyio.sleep(0.02)
+            os.kill(int(server_pid.read_text()), signal.SIGKILL)
+        assert failed == ["connection closed"]
+    try:
+        talk(repo, body)
+        busy = wal(repo, "recover")
+        assert busy.returncode == 1 and "still running" in busy.stderr, busy.stderr
+    finally:
+        if cmd_pid.exists():
+            os.kill(int(cmd_pid.read_text()), signal.SIGKILL)
+    assert by_lsn(repo)[2]["status"] == "open"
+
+    deadline = time.monotonic() + 60
+    while (doubt := wal(repo, "recover", "--json")).returncode == 1:
+        assert "still running" in doubt.stderr, doubt.stderr
+        assert time.monotonic() < deadline, "the killed command never released its lock"
+        time.sleep(0.05)
+    assert doubt.returncode == 3, doubt.stderr
+    [item] = json.loads(doubt.stdout)["intents"]
+    assert item["outcome"] == "in-doubt" and item["changed"] == ["half.txt"]
+
+    async def decide(s: ClientSession) -> None:
+        r = await step(s, "recover", restore=True)
+        [item] = r["intents"]
+        assert item["action"] == "restored" and not r["in_doubt"]
+        assert not (repo / "half.txt").exists()
+        assert (await step(s, "status"))["aborted"] == [2]
+    talk(repo, decide)
+    rows = by_lsn(repo)
+    assert rows[2]["status"] == "aborted" and rows[3]["type"] == "abort"
+    assert rows[3]["restored"] == ["half.txt"]
+
+
+# -- without the SDK ---------------------------------------------------------------
+
+
+def test_without_the_sdk_mcp_fails_with_a_hint_and_the_rest_works(repo: Path) -> None:
+    ok(repo, "begin", "--run", "r", "--task", "no sdk")
+    # A real process in which `import mcp` fails, as where the extra is not installed.
+    prelude = "import sys; sys.modules['mcp'] = None; from gitwal.cli import main; "
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", prelude + f"main({list(args)!r})"],
+                              cwd=repo, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+
+    proc = run("mcp")
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.startswith("error: `git wal mcp` needs the MCP SDK")
+    assert "hint: pip install 'gitwal[mcp]'" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.stdout == ""
+    status = run("status", "--json")
+    assert status.returncode == 0 and json.loads(status.stdout)["run"] == "r"
+    entry = run("mcp-config")
+    assert entry.returncode == 0 and json.loads(entry.stdout)["mcpServers"]["gitwal"]
+
+    probe = subprocess.run(
+        [sys.executable, "-c", "import sys, gitwal, gitwal.cli, gitwal.mcp_config, "
+         "gitwal.mcp.host; print(sorted(m for m in sys.modules if m.split('.')[0] == 'mcp'))"],
+        capture_output=True, text=True, check=True)
+    assert probe.stdout.strip() == "[]"
+
+
+# -- registration (.mcp.json) ------------------------------------------------------
+
+
+def test_merge_and_remove_keep_foreign_servers(tmp_path: Path) -> None:
+    path = tmp_path / ".mcp.json"
+    assert merge_mcp_json(path)  # created
+    assert json.loads(path.read_text()) == {"mcpServers": {"gitwal": mcp_server_entry()}}
+    assert mcp_server_entry() == {"command": "git-wal", "args": ["mcp"]}
+    assert remove_from_mcp_json(path) and not path.exists()  # only gitwal's: deleted
+    assert not remove_from_mcp_json(path)
+
+    theirs = {"$schema": "x", "mcpServers": {
+        "db": {"command": "db-mcp", "args": ["--ro"], "env": {"TOKEN": "t"}},
+        "gitwal": {"command": "old-git-wal", "env": {"GITWAL_X": "1"}},
+        "web": {"type": "http", "url": "http://127.0.0.1:9/mcp"}}}
+    path.write_text(json.dumps(theirs))
+    os.chmod(path, 0o600)
+    assert merge_mcp_json(path)
+    merged = json.loads(path.read_text())
+    assert list(merged) == ["$schema", "mcpServers"]
+    assert list(merged["mcpServers"]) == ["db", "gitwal", "web"]
+    assert merged["mcpServers"]["db"] == theirs["mcpServers"]["db"]
+    assert merged["mcpServers"]["web"] == theirs["mcpServers"]["web"]
+    assert merged["mcpServers"]["gitwal"] == {"command": "git-wal", "env": {"GITWAL_X": "1"},
+                                              "args": ["mcp"]}
+    assert path.stat().st_mode & 0o777 == 0o600
+    snapshot = path.read_bytes()
+    assert not merge_mcp_json(path) and path.read_bytes() == snapshot  # idempotent
+
+    assert remove_from_mcp_json(path)
+    left = json.loads(path.read_text())
+    assert left == {"$schema": "x", "mcpServers": {"db": theirs["mcpServers"]["db"],
+                                                   "web": theirs["mcpServers"]["web"]}}
+    assert not remove_from_mcp_json(path) and json.loads(path.read_text()) == left
+
+
+@pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"mcpServers": []}'])
+def test_merge_refuses_a_file_it_cannot_edit(tmp_path: Path, content: str) -> None:
+    path = tmp_path / ".mcp.json"
+    path.write_text(content)
+    for fn in (merge_mcp_json, remove_from_mcp_json):
+        with pytest.raises(McpConfigError) as e:
+            fn(path)
+        assert "fix" in e.value.hint
+    assert path.read_text() == content
+
+
+def test_mcp_config_command(repo: Path) -> None:
+    assert json.loads(ok(repo, "mcp-config")) == {"mcpServers": {"gitwal": mcp_server_entry()}}
+    (repo / "sub").mkdir()
+    added = json.loads(ok(repo / "sub", "mcp-config", "--merge", "--json"))
+    assert added == {"path": str(repo / ".mcp.json"), "action": "merge", "changed": True}
+    assert "already present" in ok(repo, "mcp-config", "--merge")
+    other = repo / "other.json"
+    other.write_text('{"mcpServers": {"x": {"command": "x"}}}')
+    assert "added gitwal" in ok(repo, "mcp-config", "--merge", "--file", str(other))
+    assert "removed gitwal" in ok(repo, "mcp-config", "--remove", "--file", str(other))
+    assert json.loads(other.read_text()) == {"mcpServers": {"x": {"command": "x"}}}
+    assert "removed gitwal" in ok(repo, "mcp-config", "--remove")
+    assert not (repo / ".mcp.json").exists()
+    (repo / ".mcp.json").write_text("{oops")
+    bad = wal(repo, "mcp-config", "--merge")
+    assert bad.returncode == 1 and bad.stderr.startswith("error: ") and "hint: fix" in bad.stderr
