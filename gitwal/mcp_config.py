@@ -66,22 +66,33 @@ def _store(path: Path, doc: dict[str, Any]) -> None:
     atomic_write(path, text.encode("utf-8"), mode=mode)
 
 
+def _runs_git_wal_mcp(entry: object) -> bool:
+    """True for an entry that starts `git-wal mcp`, wherever git-wal lives and
+    whatever options follow (a user's absolute path or `--task` is kept)."""
+    if not isinstance(entry, dict):
+        return False
+    command, args = entry.get("command"), entry.get("args")
+    return (isinstance(command, str) and Path(command).name == "git-wal"
+            and isinstance(args, list) and args[:1] == ["mcp"])
+
+
 def merge_mcp_json(path: Path) -> bool:
     """Add (or repair) gitwal's entry in ``path``; True if the file changed.
 
-    Other servers and top-level keys are kept, in their order. An existing
-    `gitwal` entry keeps its own extra keys (``env``, ...); its ``command``
-    and ``args`` are set to gitwal's. Running it again changes nothing.
+    Other servers and top-level keys are kept, in their order. A `gitwal`
+    entry that already runs `git-wal mcp` is left exactly as it is; any other
+    entry under that name gets gitwal's ``command`` and ``args`` and keeps its
+    other keys (``env``, ...). Running it again changes nothing.
     """
     doc = _load(path)
     if doc is None:
         doc = {}
     servers: dict[str, Any] = doc.setdefault("mcpServers", {})
     current = servers.get(SERVER_NAME)
+    if _runs_git_wal_mcp(current):
+        return False
     wanted: dict[str, Any] = dict(current) if isinstance(current, dict) else {}
     wanted.update(mcp_server_entry())
-    if current == wanted:
-        return False
     servers[SERVER_NAME] = wanted
     _store(path, doc)
     return True

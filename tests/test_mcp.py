@@ -531,6 +531,11 @@ def test_merge_and_remove_keep_foreign_servers(tmp_path: Path) -> None:
                                                    "web": theirs["mcpServers"]["web"]}}
     assert not remove_from_mcp_json(path) and json.loads(path.read_text()) == left
 
+    # A user's own way of starting it (another path, more options) is kept as it is.
+    own = {"command": "/opt/venv/bin/git-wal", "args": ["mcp", "--task", "docs"]}
+    path.write_text(json.dumps({"mcpServers": {"gitwal": own}}))
+    assert not merge_mcp_json(path) and json.loads(path.read_text())["mcpServers"]["gitwal"] == own
+
 
 @pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"mcpServers": []}'])
 def test_merge_refuses_a_file_it_cannot_edit(tmp_path: Path, content: str) -> None:
