@@ -333,6 +333,28 @@ def test_without_run_option_the_server_follows_the_current_run(repo: Path) -> No
     talk(repo, body)
 
 
+def test_paths_are_relative_to_the_top_of_the_tree(repo: Path, tmp_path: Path) -> None:
+    (repo / "sub").mkdir()
+
+    async def body(s: ClientSession) -> None:
+        r = await step(s, "ensure_line", path="top.txt", line="x")
+        assert r["target"] == ["top.txt"]
+        r = await step(s, "exec", argv=["sh", "-c", "pwd > where.txt"])
+        assert r["changed"] == ["where.txt"]
+    talk(repo / "sub", body)  # started in a subdirectory
+    assert (repo / "top.txt").read_text() == "x\n" and not (repo / "sub" / "top.txt").exists()
+    assert Path((repo / "where.txt").read_text().strip()).resolve() == repo.resolve()
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    async def other(s: ClientSession) -> None:
+        await step(s, "write_file", path="sub/in.txt", content="in\n")
+    talk(elsewhere, other, "--repo", str(repo / "sub"))
+    assert (repo / "sub" / "in.txt").read_text() == "in\n"
+    assert not (elsewhere / "sub").exists()
+
+
 def test_calls_run_one_step_at_a_time(repo: Path, tmp_path: Path) -> None:
     trace = tmp_path / "trace"
     ok(repo, "begin", "--run", "r", "--task", "serial")
