@@ -75,6 +75,7 @@ def main() -> None:
 
 from . import checkpoints, hooks, inspect, recover, steps, verify  # noqa: E402  (registers)
 
+from . import remote  # noqa: E402, F401  # isort: skip  (registers push, fetch, remote)
 from . import keys, seal  # noqa: E402, F401  # isort: skip  (registers keygen, trust, seal)
 from . import mcp  # noqa: E402, F401  # isort: skip  (registers mcp, mcp-config)
 
