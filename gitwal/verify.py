@@ -9,12 +9,15 @@ in turn yields failures over the loaded run:
 * ``intent``: file tools replay from their pre-images to their post ids;
 * ``objects``: every named object is present and kept alive by the chain;
 * ``checkpoint``: checkpoint fields and trees follow from the log;
-* ``branch``: the branch's diff from the base is explained by the log.
+* ``branch``: the branch's diff from the base is explained by the log;
+* ``signature``: append signatures verify and come from trusted keys
+  (verify_signatures.py; with an allowed-signers file or ``require_signed``);
+* ``seal``: seals are last, link to the append they follow and name the tree
+  the log explains; with ``require_sealed`` every run ends in one
+  (verify_seal.py).
 
-Extension point: signature and seal checks are more :class:`Check` objects
-appended to :data:`DEFAULT_CHECKS` by the CLI (``--allowed-signers``,
-``--require-signed``, ``--require-sealed``); they find the append commits,
-and so their signatures, in ``RunContext.segments``.
+Extension point: a check is any :class:`Check` object; it finds the append
+commits, and so their signatures, in ``RunContext.segments``.
 """
 
 from __future__ import annotations
@@ -23,10 +26,12 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import pygit2
 
+from .allowed_signers import AllowedSigner, load_allowed
 from .errors import CorruptLog, NotARepository, UnknownRun, WalError
 from .ids import RunId, valid_run_id
 from .records import Checkpoint, Intent, Plan, decode
@@ -41,6 +46,8 @@ from .verify_replay import (
     intents_of,
     object_failures,
 )
+from .verify_seal import seal_failures
+from .verify_signatures import signature_failures
 
 __all__ = ["DEFAULT_CHECKS", "Check", "Failure", "Options", "Report", "RunContext",
            "RunResult", "open_repo", "select_runs", "verify"]
@@ -53,6 +60,9 @@ class Options:
     """What the caller asked for beyond the run selection."""
 
     branch: str | None = None  # --branch; None: each run's plan branch, if it exists
+    allowed_signers: Path | None = None  # check every signature against this file
+    require_signed: bool = False  # an unsigned append is a failure
+    require_sealed: bool = False  # a run that does not end in a seal is a failure
 
 
 @dataclass(frozen=True)
@@ -66,8 +76,10 @@ class Loaded:
 class Session:
     """State shared by the runs of one verification: each log is read once."""
 
-    def __init__(self, repo: pygit2.Repository) -> None:
+    def __init__(self, repo: pygit2.Repository,
+                 allowed: Sequence[AllowedSigner] | None = None) -> None:
         self.repo = repo
+        self.allowed = allowed  # the allowed-signers entries, read once
         self._loaded: dict[str, Loaded] = {}
 
     def load(self, run: str) -> Loaded:
@@ -160,6 +172,20 @@ def _branch(ctx: RunContext) -> Iterable[Failure]:
                            lambda: ctx.session.others(ctx.run))
 
 
+def _signature(ctx: RunContext) -> Iterable[Failure]:
+    if ctx.session.allowed is None and not ctx.options.require_signed:
+        return []
+    return signature_failures(ctx.run, ctx.segments, ctx.session.allowed,
+                              ctx.options.require_signed)
+
+
+def _seal(ctx: RunContext) -> Iterable[Failure]:
+    found = seal_failures(ctx.repo, ctx.run, ctx.segments, ctx.history, ctx.plan,
+                          ctx.options.require_sealed, ctx.session.allowed is not None)
+    ctx.notes += found.notes
+    return found.failures
+
+
 DEFAULT_CHECKS: tuple[Check, ...] = (
     FnCheck("closing", _closing),
     FnCheck("intent", _intent),
@@ -167,6 +193,8 @@ DEFAULT_CHECKS: tuple[Check, ...] = (
                                                  intents_of(c.history))),
     FnCheck("checkpoint", lambda c: checkpoint_failures(c.repo, c.run, c.history, c.plan)),
     FnCheck("branch", _branch),
+    FnCheck("signature", _signature),
+    FnCheck("seal", _seal),
 )
 
 
@@ -192,13 +220,15 @@ class RunResult:
 @dataclass(frozen=True)
 class Report:
     runs: tuple[RunResult, ...]
+    allowed_signers: str | None = None  # the file signatures were checked against
 
     @property
     def ok(self) -> bool:
         return all(r.ok for r in self.runs)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"runs": [r.to_dict() for r in self.runs], "ok": self.ok}
+        return {"runs": [r.to_dict() for r in self.runs], "ok": self.ok,
+                "allowed_signers": self.allowed_signers}
 
 
 def open_repo(path: str | os.PathLike[str] = ".") -> pygit2.Repository:
@@ -290,7 +320,13 @@ def verify(repo: pygit2.Repository, runs: Sequence[str], options: Options = Opti
     if options.branch is not None and resolve(repo, options.branch) is None:
         raise WalError(f"no branch, ref or commit named {options.branch!r}",
                        "pass --branch an existing branch (e.g. main) or ref")
-    session = Session(repo)
+    if options.allowed_signers is None and (options.require_signed or options.require_sealed):
+        flag = "--require-signed" if options.require_signed else "--require-sealed"
+        raise WalError(f"{flag} needs an allowed-signers file: a signature by any key "
+                       "proves nothing", "pass --allowed-signers FILE (git's "
+                       "gpg.ssh.allowedSignersFile format; `git wal trust add` writes one)")
+    allowed = None if options.allowed_signers is None else load_allowed(options.allowed_signers)
+    session = Session(repo, allowed)
     results = []
     for n, run in enumerate(runs, 1):
         start = time.monotonic()
@@ -312,4 +348,5 @@ def verify(repo: pygit2.Repository, runs: Sequence[str], options: Options = Opti
                 failures.append(Failure(run, check.name, f"could not finish: {e!r}"))
         results.append(RunResult(run, len(loaded.history), tuple(dict.fromkeys(failures)),
                                  ctx.branch, tuple(ctx.notes), time.monotonic() - start))
-    return Report(tuple(results))
+    return Report(tuple(results), None if options.allowed_signers is None
+                  else str(options.allowed_signers))

@@ -21,7 +21,18 @@ from . import tools
 from .checkpoint import expected_state
 from .errors import WalError
 from .ids import ABSENT, TreeId
-from .records import REPLAY_SAFE, Abort, Checkpoint, Commit, Intent, Plan, Record, type_name
+from .records import (
+    REPLAY_SAFE,
+    Abort,
+    Checkpoint,
+    Commit,
+    Intent,
+    Plan,
+    Record,
+    Seal,
+    Unlogged,
+    type_name,
+)
 from .store import CHECKPOINT_PREFIX
 from .verify_chain import Entry, Failure, Segment, object_kind
 from .worktree import MODE_TREE, Worktree, blob_id, tree_state
@@ -256,6 +267,11 @@ def named_objects(rec: Record, intents: dict[int, Intent]) -> list[tuple[str, st
     elif isinstance(rec, Checkpoint):
         out += [(rec.tree, "checkpoint tree", ObjectType.TREE),
                 (rec.plan, "plan blob", ObjectType.BLOB)]
+    elif isinstance(rec, Seal):
+        out.append((rec.tree, "sealed tree", ObjectType.TREE))
+    elif isinstance(rec, Unlogged):
+        out += [(o, f"observed state of {p}", ObjectType.BLOB)
+                for p, o in zip(rec.paths, rec.observed, strict=False)]
     return [x for x in out if x[0] != ABSENT]
 
 

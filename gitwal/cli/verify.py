@@ -9,10 +9,13 @@ from __future__ import annotations
 import re
 import sys
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import click
+import pygit2
 
 from ..errors import EXIT_ERROR
+from ..trust import allowed_signers_file
 from ..verify import Options, Report, RunResult, open_repo, select_runs, verify
 from . import emit_json, handled, main
 from .steps import RUN
@@ -48,6 +51,8 @@ def render_text(report: Report) -> str:
     else:
         lines.append(f"verified {len(report.runs)} run(s): "
                      + ("all ok" if not failed else f"{failed} failed"))
+    if report.allowed_signers is not None:
+        lines.append(f"signatures checked against {report.allowed_signers}")
     return "\n".join(lines)
 
 
@@ -71,6 +76,15 @@ def render_junit(report: Report) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + body
 
 
+def _allowed_signers(repo: pygit2.Repository, explicit: Path | None) -> Path | None:
+    """--allowed-signers; else the file git config names (which must then exist); else
+    gitwal's default file, when there is one."""
+    found = allowed_signers_file(repo, explicit)
+    if found.source == "default" and not found.path.exists():
+        return None
+    return found.path
+
+
 def _progress(n: int, of: int, run: str, what: str) -> None:
     # \r + erase-line: one status line that the next one overwrites.
     click.echo(f"\r\x1b[Kverify [{n}/{of}] {run}: {what}", err=True, nl=False)
@@ -85,16 +99,26 @@ def _progress(n: int, of: int, run: str, what: str) -> None:
                    "(default: the run's plan branch, if it exists).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "junit"]),
               default="text", show_default=True, help="Output for people, tools, or CI.")
+@click.option("--allowed-signers", "allowed", type=click.Path(path_type=Path), metavar="FILE",
+              help="Check every signed append against this allowed-signers file (default: "
+                   "git config gpg.ssh.allowedSignersFile, else "
+                   "$XDG_CONFIG_HOME/gitwal/allowed_signers if it exists).")
+@click.option("--require-signed", is_flag=True, help="An unsigned append is a failure.")
+@click.option("--require-sealed", is_flag=True,
+              help="A run that does not end in a valid seal is a failure.")
 @handled
-def verify_(run_id: str | None, everything: bool, branch: str | None, fmt: str) -> None:
-    """Check run logs: chain, intents, checkpoints, and unlogged branch changes."""
+def verify_(run_id: str | None, everything: bool, branch: str | None, fmt: str,
+            allowed: Path | None, require_signed: bool, require_sealed: bool) -> None:
+    """Check run logs: chain, intents, checkpoints, unlogged changes, signatures, seals."""
     if run_id and everything:
         raise click.UsageError("--run and --all exclude each other",
                                click.get_current_context())
     repo = open_repo(".")
     runs = select_runs(repo, run_id, everything)
+    options = Options(branch=branch, allowed_signers=_allowed_signers(repo, allowed),
+                      require_signed=require_signed, require_sealed=require_sealed)
     tty = sys.stderr.isatty()
-    report = verify(repo, runs, Options(branch=branch), progress=_progress if tty else None)
+    report = verify(repo, runs, options, progress=_progress if tty else None)
     if tty and runs:
         click.echo("\r\x1b[K", err=True, nl=False)
     if fmt == "json":
