@@ -92,7 +92,9 @@ def _replace_text(pre: tuple[Content, ...], args: Mapping[str, Any]) -> tuple[Co
         raise ToolRefused(
             f"replace_text: the old text occurs {len(starts)} times in {path}; it must "
             "occur exactly once",
-            "include more surrounding text so the match is unique",
+            "include more surrounding text so the match is unique" if starts else
+            f"the text is not in {path}: read the file again and copy the text exactly "
+            "(white space and line endings count)",
         )
     at = starts[0]
     return ((text[:at] + new + text[at + len(old) :]).encode("utf-8"),)
