@@ -15,7 +15,7 @@ import pygit2
 from .durable import atomic_write, makedirs_durable, unlink_durable
 from .errors import CorruptLog, NotARepository, UnknownRun, WalError
 from .ids import Lsn, RunId, valid_run_id
-from .records import Abort, Checkpoint, Commit, Intent, Plan, Record, encode
+from .records import Abort, Checkpoint, Commit, Intent, Plan, Record, Unlogged, encode
 from .recovery import Recovery, Report
 from .run import Run
 from .store import Store, list_runs, wal_dir
@@ -46,6 +46,8 @@ class Status:
     open: tuple[Lsn, ...]
     next_lsn: Lsn
     checkpoint: Lsn | None = None  # LSN of the newest checkpoint; lists start after it
+    unlogged: tuple[Lsn, ...] = ()  # `unlogged` records: changes with no durable intent
+    missed: tuple[Lsn, ...] = ()  # committed intents whose commit recorded another post
 
 
 class Wal:
@@ -143,6 +145,7 @@ class Wal:
         cp = records[0] if isinstance(records[0], Checkpoint) else None
         closed = {r.intent: r for r in records if isinstance(r, (Commit, Abort))}
         intents = [r.lsn for r in records if isinstance(r, Intent)]
+        posts = {r.lsn: r.post for r in records if isinstance(r, Intent)}
         return Status(
             run.id, plan.task, records[-1].lsn,
             tuple(i for i in intents if isinstance(closed.get(i), Commit)),
@@ -150,6 +153,10 @@ class Wal:
             tuple(i for i in intents if i not in closed),
             Lsn(records[-1].lsn + 1),
             None if cp is None else cp.lsn,
+            tuple(r.lsn for r in records if isinstance(r, Unlogged)),
+            # A prediction miss: an agent step whose commit recorded what it observed.
+            tuple(i for i in intents if isinstance(c := closed.get(i), Commit)
+                  and posts[i] is not None and c.post != posts[i]),
         )
 
     def history(self, run_id: str | None = None) -> list[tuple[Record, bytes]]:

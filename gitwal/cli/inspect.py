@@ -30,9 +30,11 @@ def log_rows(records: list[tuple[Record, bytes]]) -> list[dict[str, Any] | bytes
     an intent gains `status` and collapses one-element lists.
     """
     status: dict[int, str] = {}
+    observed: dict[int, tuple[str, ...]] = {}
     for r, _ in records:
         if isinstance(r, Commit):
             status[r.intent] = "committed"
+            observed[r.intent] = r.post
         elif isinstance(r, Abort):
             status[r.intent] = "aborted"
     rows: list[dict[str, Any] | bytes] = []
@@ -45,6 +47,8 @@ def log_rows(records: list[tuple[Record, bytes]]) -> list[dict[str, Any] | bytes
         d["pre"] = _one(d["pre"])
         d["post"] = None if d["post"] is None else _one(d["post"])
         d["status"] = status.get(r.lsn, "open")
+        if r.post is not None and observed.get(r.lsn, r.post) != r.post:
+            d["miss"] = True  # a prediction miss: the commit recorded what it observed
         rows.append(d)
     return rows
 
@@ -74,6 +78,8 @@ def log(run_id: str | None, everything: bool, as_json: bool) -> None:
         elif kind == "intent":
             target = row["target"] if isinstance(row["target"], str) else " ".join(row["target"])
             text = f"{row['tool']} {target}  [{row['status']}]"
+            if row.get("miss"):
+                text += " (prediction miss)"
         elif kind == "commit":
             text = f"closes {row['intent']}: {row['verified']}"
         elif kind == "checkpoint":
@@ -98,7 +104,8 @@ def status(run_id: str | None, as_json: bool) -> None:
         emit_json({"run": st.run, "task": st.task, "records": st.records,
                    "committed": list(st.committed), "aborted": list(st.aborted),
                    "open": list(st.open), "next_lsn": st.next_lsn,
-                   "checkpoint": st.checkpoint})
+                   "checkpoint": st.checkpoint, "unlogged": list(st.unlogged),
+                   "prediction_miss": list(st.missed)})
         return
     click.echo(f"run {st.run}: {st.task}")
     if st.checkpoint:
@@ -108,6 +115,12 @@ def status(run_id: str | None, as_json: bool) -> None:
     if st.open:
         click.echo(f"  open intents: {', '.join(map(str, st.open))} "
                    f"(run `git wal recover --run {st.run}`)")
+    if st.unlogged:
+        click.echo(f"  unlogged: changes with no durable intent recorded at LSN "
+                   f"{', '.join(map(str, st.unlogged))} (`git wal log` shows the paths)")
+    if st.missed:
+        click.echo(f"  prediction miss: intents {', '.join(map(str, st.missed))} committed "
+                   "what was observed, not what was predicted")
 
 
 @main.command()

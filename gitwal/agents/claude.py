@@ -1,0 +1,140 @@
+"""Claude Code: hook payloads -> actions, replies -> exit code and JSON.
+
+Payload shapes (Claude Code hooks reference): every event carries
+``session_id``, ``transcript_path``, ``cwd`` and ``hook_event_name``; tool
+events add ``tool_name``, ``tool_input`` and ``tool_use_id`` (file paths in
+``tool_input`` are absolute), PostToolUse adds ``tool_response``,
+PostToolUseFailure ``error`` (and ``is_interrupt``), SessionStart
+``source``, PreCompact ``trigger`` (``manual`` | ``auto``). A call made by
+a subagent carries ``agent_id``.
+
+Replies: exit 2 with the reason on stderr blocks a PreToolUse call or a
+PreCompact; ``hookSpecificOutput.additionalContext`` gives SessionStart
+context; ``systemMessage`` warns the user; any other non-zero exit is a
+non-blocking error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..external import Call
+from . import edits
+from .engine import (
+    Action,
+    Close,
+    Compute,
+    FileStep,
+    Ignore,
+    PreCompact,
+    Reply,
+    SessionStart,
+    ShellStep,
+    TurnEnd,
+)
+
+AGENT = "claude-code"
+PREFIX = "claude"
+FILE_TOOLS = {
+    "Edit": ("file_path", edits.edit),
+    "MultiEdit": ("file_path", edits.multi_edit),
+    "Write": ("file_path", edits.write),
+    "NotebookEdit": ("notebook_path", edits.notebook_edit),
+}
+SHELL_TOOLS = ("Bash", "PowerShell")
+# What `git wal install claude` registers: event -> matcher (None: no matcher).
+EVENTS: dict[str, str | None] = {
+    "PreToolUse": "Edit|MultiEdit|Write|NotebookEdit|Bash|PowerShell",
+    "PostToolUse": "Edit|MultiEdit|Write|NotebookEdit|Bash|PowerShell",
+    "PostToolUseFailure": "Edit|MultiEdit|Write|NotebookEdit|Bash|PowerShell",
+    "SessionStart": None,
+    "PreCompact": None,
+    "Stop": None,
+}
+TIMEOUTS = {"SessionStart": 120, "PreCompact": 120}  # seconds; others: DEFAULT_TIMEOUT
+DEFAULT_TIMEOUT = 60
+
+
+def call_of(payload: Mapping[str, Any]) -> Call:
+    tool = str(payload.get("tool_name") or "")
+    call_id = payload.get("tool_use_id")
+    if not isinstance(call_id, str) or not call_id:
+        # Older payloads lack the id: Pre and Post carry the same input.
+        raw = json.dumps([payload.get("session_id"), tool, payload.get("tool_input")],
+                         sort_keys=True)
+        call_id = "h" + hashlib.sha1(raw.encode()).hexdigest()[:24]
+    agent_id = payload.get("agent_id")
+    return Call(AGENT, tool, call_id, agent_id if isinstance(agent_id, str) else None)
+
+
+def _compute(fn: Any, tool_input: Mapping[str, Any]) -> Any:
+    def bind(paths: Sequence[str]) -> Compute:
+        def compute(pre: tuple[bytes | None, ...]) -> tuple[bytes | None, ...]:
+            return (fn(pre[0], tool_input, paths[0]),)
+        return compute
+    return bind
+
+
+def action(event: str, payload: Mapping[str, Any]) -> Action:
+    tool = payload.get("tool_name")
+    tool_input = payload.get("tool_input")
+    if not isinstance(tool_input, dict):
+        tool_input = {}
+    if event in ("PreToolUse", "PostToolUse", "PostToolUseFailure"):
+        call = call_of(payload)
+        if tool in FILE_TOOLS:
+            key, fn = FILE_TOOLS[str(tool)]
+            path = tool_input.get(key)
+            if not isinstance(path, str) or not path:
+                return Ignore(f"{tool}: no {key}")
+            if event == "PreToolUse":
+                return FileStep(call, (path,), _compute(fn, tool_input))
+            error = None
+            if event == "PostToolUseFailure":
+                error = str(payload.get("error") or "the tool failed")
+            return Close(call, (path,), error)
+        if tool in SHELL_TOOLS:
+            if event == "PreToolUse":
+                return ShellStep(call, str(tool_input.get("command") or ""))
+            error = None
+            if event == "PostToolUseFailure":
+                error = str(payload.get("error") or "the command failed")
+            return Close(call, (), error)
+        return Ignore(f"tool {tool!r} is not logged")
+    if event == "SessionStart":
+        return SessionStart(str(payload.get("source") or "startup"))
+    if event == "PreCompact":
+        return PreCompact(str(payload.get("trigger") or "manual"))
+    if event in ("Stop", "SubagentStop"):
+        return TurnEnd()
+    return Ignore(f"event {event!r} is not handled")
+
+
+def render(event: str, reply: Reply) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) in Claude Code's hook protocol."""
+    if reply.block is not None:
+        return 2, "", reply.block + "\n"
+    out: dict[str, Any] = {}
+    if reply.context:
+        out["hookSpecificOutput"] = {"hookEventName": event,
+                                     "additionalContext": reply.context}
+    if reply.warning:
+        out["systemMessage"] = reply.warning
+    stdout = json.dumps(out, ensure_ascii=False) + "\n" if out else ""
+    if reply.error:
+        return 1, stdout, reply.error + "\n"
+    return 0, stdout, (reply.warning + "\n") if reply.warning else ""
+
+
+
+def groups(command: str) -> dict[str, dict[str, Any]]:
+    """The matcher group `git wal install claude` adds for each event."""
+    out: dict[str, dict[str, Any]] = {}
+    for event, matcher in EVENTS.items():
+        handler = {"type": "command", "command": command,
+                   "timeout": TIMEOUTS.get(event, DEFAULT_TIMEOUT)}
+        out[event] = ({"matcher": matcher} if matcher else {}) | {"hooks": [handler]}
+    return out

@@ -1,0 +1,376 @@
+"""What every agent's hooks do, whatever the agent: the policy layer.
+
+An adapter (claude.py, codex.py, gemini.py) turns a payload into one
+:class:`Action`; :func:`perform` carries it out against the run of the
+agent's session and returns a :class:`Reply`, which the adapter renders in
+its agent's protocol (exit codes, JSON).
+
+Policy (docs/agents.md):
+
+* fail closed: a call whose intent cannot be made durable is refused, with a
+  reason the model can act on; ``git config wal.agent.failOpen true`` lets it
+  through with a warning instead (the next hook records what it changed);
+* one run per agent session, its id derived from the session id, so a
+  resumed session continues its run;
+* paths outside the working tree (or inside ``.git``) are not gitwal's
+  business: the call is allowed and nothing is logged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pygit2
+
+from .. import checkpoint as cp
+from ..errors import NotARepository, PathRefused, RunBusy, UnknownRun, WalError
+from ..external import Call, External, Outcome, index_entries
+from ..ids import RunId, valid_run_id
+from ..records import Checkpoint, Commit, Intent, Record, Unlogged
+from ..run import Run
+from ..store import Store, wal_dir
+from ..wal import Wal
+from .context import resume_context
+
+Content = bytes | None
+Compute = Callable[[tuple[Content, ...]], tuple[Content, ...]]
+
+TREE_CHECK_LIMIT = 2000  # index entries up to which every hook compares the whole tree
+
+
+# -- actions (what an adapter asks for) ------------------------------------------
+
+
+@dataclass(frozen=True)
+class FileStep:
+    """A call that sets files to contents computable now (Edit, Write, a patch)."""
+
+    call: Call
+    paths: tuple[str, ...]  # absolute or relative to cwd, as the agent gave them
+    compute: Callable[[Sequence[str]], Compute]  # tree-relative paths -> compute
+
+
+@dataclass(frozen=True)
+class ShellStep:
+    """A call whose effect is unknown in advance (Bash)."""
+
+    call: Call
+    command: str
+
+
+@dataclass(frozen=True)
+class Close:
+    """The call is over: ``error`` is None when it succeeded."""
+
+    call: Call
+    paths: tuple[str, ...] = ()  # the files it targeted (absolute); () for a shell call
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class SessionStart:
+    source: str  # startup | resume | clear | compact | fork
+
+
+@dataclass(frozen=True)
+class PreCompact:
+    trigger: str  # manual | auto
+
+
+@dataclass(frozen=True)
+class TurnEnd:
+    """The agent finished a turn (Stop): settle and check the tree."""
+
+
+@dataclass(frozen=True)
+class Ignore:
+    why: str = ""
+
+
+Action = FileStep | ShellStep | Close | SessionStart | PreCompact | TurnEnd | Ignore
+
+
+@dataclass(frozen=True)
+class Reply:
+    block: str | None = None  # refuse the call / the compaction, with this reason
+    context: str | None = None  # text for the model
+    warning: str | None = None  # text for the user
+    error: str | None = None  # a failure that blocks nothing (the agent goes on)
+    outcome: Outcome | None = field(default=None, compare=False)
+
+
+# -- configuration -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Config:
+    fail_open: bool = False
+    redo: bool = False  # SessionStart recovery redoes replay-safe steps
+    open_wait: float = 5.0  # seconds to wait for another thread's closing hook
+    tree_check: str = "auto"  # always | auto | shell
+    tree_check_limit: int = TREE_CHECK_LIMIT
+    detached: bool = True  # PreCompact checkpoints under refs/wal-checkpoints/
+    block_auto_compact: bool = False
+
+    @classmethod
+    def of(cls, repo: pygit2.Repository) -> Config:
+        c = repo.config
+
+        def flag(key: str, default: bool) -> bool:
+            try:
+                return bool(c.get_bool(key))
+            except (KeyError, pygit2.GitError, ValueError):
+                return default
+
+        def text(key: str, default: str) -> str:
+            try:
+                return str(c[key])
+            except (KeyError, pygit2.GitError):
+                return default
+
+        def number(key: str, default: float) -> float:
+            try:
+                return float(text(key, str(default)))
+            except ValueError:
+                return default
+
+        return cls(
+            fail_open=flag("wal.agent.failOpen", False),
+            redo=flag("wal.agent.redo", False),
+            open_wait=max(0.0, number("wal.agent.openWait", 5.0)),
+            tree_check=text("wal.agent.treeCheck", "auto"),
+            tree_check_limit=int(number("wal.agent.treeCheckLimit", TREE_CHECK_LIMIT)),
+            detached=text("wal.agent.checkpoint", "detached") != "branch",
+            block_auto_compact=flag("wal.agent.blockAutoCompact", False),
+        )
+
+
+# -- run identity -------------------------------------------------------------------
+
+
+def run_id_for(prefix: str, session_id: str) -> RunId:
+    """The run of an agent session: ``<prefix>-<session id>`` (hashed if unsafe)."""
+    rid = RunId(f"{prefix}-{session_id}")
+    if session_id and re.fullmatch(r"[0-9A-Za-z._-]{1,90}", session_id) and valid_run_id(rid):
+        return rid
+    digest = hashlib.sha1(session_id.encode("utf-8", "replace")).hexdigest()[:32]
+    return RunId(f"{prefix}-{digest}")
+
+
+@dataclass
+class Session:
+    """The repository, configuration and run of one hook call."""
+
+    wal: Wal
+    config: Config
+    run_id: RunId
+    agent: str
+    cwd: Path
+
+    @classmethod
+    def open(cls, cwd: str | None, agent: str, prefix: str, session_id: str) -> Session | None:
+        """None when ``cwd`` is not in a git working tree (nothing to log)."""
+        where = Path(cwd) if cwd and Path(cwd).is_dir() else Path.cwd()
+        try:
+            wal = Wal(where)
+        except (NotARepository, WalError):
+            return None
+        return cls(wal, Config.of(wal.repo), run_id_for(prefix, session_id), agent, where)
+
+    def exists(self) -> bool:
+        return Store(self.wal.repo, self.run_id).exists()
+
+    def run(self) -> Run:
+        """The session's run, begun on first use (its plan names the session)."""
+        try:
+            return self.wal.run(self.run_id)
+        except UnknownRun:
+            pass
+        try:
+            return self.wal.begin(task=f"{self.agent} session {self.run_id}",
+                                  run_id=self.run_id)
+        except WalError:
+            if self.exists():  # another hook of the session began it first
+                return self.wal.run(self.run_id)
+            raise
+
+    def external(self, run: Run, shell: bool = False) -> External:
+        mode = self.config.tree_check
+        full = mode == "always" or shell
+        if mode == "auto" and not full:
+            index = wal_dir(self.wal.repo) / "index" / run.id
+            n = index_entries(str(index))
+            if n is None:
+                n = index_entries(str(Path(self.wal.repo.path) / "index"))
+            full = n is not None and n <= self.config.tree_check_limit
+        return External(run, full_check=full)
+
+    def tree_dir(self) -> str | None:
+        """The agent's working directory relative to the top of the tree ("" at it)."""
+        real = Path(os.path.realpath(self.cwd))
+        root = self.wal.wt.root
+        if real == root:
+            return ""
+        return real.relative_to(root).as_posix() if root in real.parents else None
+
+    def tree_path(self, path: str) -> str | None:
+        """``path`` relative to the top of the tree, or None when it is not ours."""
+        p = Path(path)
+        if not p.is_absolute():
+            p = self.cwd / p
+        real = Path(os.path.realpath(p))
+        root = self.wal.wt.root
+        if real != root and root not in real.parents:
+            return None
+        rel = real.relative_to(root).as_posix()
+        try:
+            return self.wal.wt.confine(rel)
+        except PathRefused:
+            return None
+
+
+# -- performing an action -------------------------------------------------------------
+
+
+def perform(session: Session, action: Action, event: str) -> Reply:
+    """Carry out ``action``; every failure is turned into the policy's reply."""
+    try:
+        return _perform(session, action, event)
+    except (WalError, OSError, pygit2.GitError) as e:
+        message = e.message if isinstance(e, WalError) else str(e) or type(e).__name__
+        hint = e.hint if isinstance(e, WalError) else ""
+        return failure(session.config, action, message, hint)
+
+
+def failure(config: Config, action: Action, message: str, hint: str) -> Reply:
+    """The reply when gitwal itself failed while handling ``action``."""
+    text = f"gitwal: {message}" + (f" ({hint})" if hint else "")
+    if isinstance(action, (FileStep, ShellStep)):
+        if config.fail_open:
+            return Reply(warning=f"{text}; the call runs unlogged (wal.agent.failOpen)")
+        return Reply(block=(
+            f"{text}. The {action.call.tool} call was refused because its intent could not "
+            "be made durable in the write-ahead log (nothing was changed). Tell the user; "
+            "they can fix the cause (`git wal status` shows the log) or allow unlogged calls "
+            "with `git config wal.agent.failOpen true`."))
+    if isinstance(action, PreCompact) and action.trigger == "manual" and not config.fail_open:
+        return Reply(block=f"{text}; compacting now could lose what the log has not secured. "
+                           "Fix the cause, then compact again.")
+    if config.fail_open or isinstance(action, (SessionStart, PreCompact)):
+        return Reply(warning=text)
+    return Reply(error=text)
+
+
+def _perform(session: Session, action: Action, event: str) -> Reply:
+    if isinstance(action, Ignore):
+        return Reply()
+    if isinstance(action, SessionStart):
+        return _session_start(session, action)
+    if isinstance(action, FileStep):
+        rel = [session.tree_path(p) for p in action.paths]
+        if any(r is None for r in rel):
+            return Reply()  # outside the working tree: not ours to log
+        paths = [r for r in rel if r is not None]
+        run = session.run()
+        out = session.external(run).intend_files(
+            action.call, paths, action.compute(paths), event, session.config.open_wait)
+        return Reply(outcome=out)
+    if isinstance(action, ShellStep):
+        run = session.run()
+        cwd = session.tree_dir()
+        out = session.external(run, shell=True).intend_exec(
+            action.call, ["bash", "-c", action.command], cwd, event,
+            session.config.open_wait)
+        return Reply(outcome=out)
+    if isinstance(action, Close):
+        # Begun if need be: a call whose PreToolUse failed open still gets recorded.
+        run = session.run()
+        rel = [session.tree_path(p) for p in action.paths]
+        paths = [r for r in rel if r is not None]
+        if action.paths and not paths:
+            return Reply()
+        ext = session.external(run, shell=not action.paths)
+        return Reply(outcome=ext.close(action.call, event, paths, action.error))
+    if not session.exists():
+        return Reply()  # no run yet: nothing of this session to secure
+    run = session.wal.run(session.run_id)
+    if isinstance(action, PreCompact):
+        return _pre_compact(session, run, action)
+    out = session.external(run).settle(event, session.config.open_wait)
+    return Reply(outcome=out)
+
+
+def _session_start(session: Session, action: SessionStart) -> Reply:
+    fresh = not session.exists()
+    run = session.run()
+    notes: list[str] = []
+    report = None
+    if not fresh and action.source in ("startup", "resume", "fork"):
+        # The agent is not running a tool now: what is open was interrupted.
+        try:
+            report = session.wal.recover(run.id, redo=session.config.redo)
+        except RunBusy as e:
+            notes.append(f"gitwal could not recover run {run.id} now: {e.message}")
+        else:
+            notes += [f"LSN {o.lsn} is in doubt; recorded as found (see `git wal log`)"
+                      for o in report.outcomes if o.open]
+    External(run, full_check=True).settle(f"SessionStart {action.source}")
+    others = _other_open_runs(session.wal, run.id)
+    return Reply(context=resume_context(session.wal, run, action.source, fresh, notes, others,
+                                        report))
+
+
+def _other_open_runs(wal: Wal, rid: RunId) -> list[str]:
+    """Other runs of this worktree's current run whose newest record is an intent."""
+    try:
+        current = wal.current()
+    except UnknownRun:
+        return []
+    if current == rid:
+        return []
+    store = Store(wal.repo, current)
+    head = store.head()
+    if head is None:
+        return []
+    last = store.head_records(head)[-1]
+    return [current] if isinstance(last, Intent) else []
+
+
+def _pending(records: list[Record]) -> bool:
+    """Anything since the newest checkpoint that a checkpoint would secure."""
+    return any(isinstance(r, (Commit, Unlogged)) for r in records)
+
+
+def _pre_compact(session: Session, run: Run, action: PreCompact) -> Reply:
+    records = run.store.segment()
+    last = records[-1]
+    if isinstance(last, Intent) and action.trigger == "manual":
+        return Reply(block=(
+            f"gitwal: intent LSN {last.lsn} ({last.tool} {' '.join(last.target)}) of run "
+            f"{run.id} is open, so compacting could lose the only account of it. Run "
+            f"`git wal recover --run {run.id}` (it decides the step from the tree), then "
+            "compact again."))
+    # trigger auto: refusing would fail the request that needed the room, so
+    # settle what is open and secure the rest instead (docs/agents.md).
+    session.external(run).settle(f"PreCompact {action.trigger}", session.config.open_wait)
+    records = run.store.segment()
+    if not _pending(records):
+        return Reply()
+    try:
+        result = cp.checkpoint(run, detached=session.config.detached, include_unlogged=True)
+    except WalError as e:
+        reason = (f"gitwal could not checkpoint run {run.id} before compacting: {e.message}"
+                  + (f" ({e.hint})" if e.hint else ""))
+        if action.trigger == "manual" or session.config.block_auto_compact:
+            return Reply(block=reason + f". Run `git wal checkpoint --run {run.id}` once the "
+                         "cause is fixed, then compact again.")
+        return Reply(warning=reason + "; compacting anyway (the log itself is durable).")
+    first = records[0]
+    since = f" (after LSN {first.lsn})" if isinstance(first, Checkpoint) else ""
+    return Reply(warning=f"gitwal: checkpointed run {run.id} at LSN {result.lsn}{since}: "
+                         f"{result.git[:12]} on {result.ref}")

@@ -1,0 +1,86 @@
+"""`git wal install|uninstall AGENT`, `git wal hook AGENT`: agents' own tools, logged
+through their hook systems (docs/agents.md)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ..agents import install as inst
+from ..agents.hook import AGENTS, adapter, run_hook
+from ..wal import Wal
+from . import emit_json, handled, main
+from .steps import JSON
+
+AGENT = click.argument("agent", type=click.Choice(AGENTS))
+SCOPE = click.option("--scope", default="project", show_default=True,
+                     help="Which settings file: project, local (Claude Code) or user.")
+
+
+def _target(agent: str, scope: str) -> inst.Target:
+    top = Wal(".").wt.root if scope != "user" else Path.home()
+    return inst.target(agent, scope, top)
+
+
+def _show(t: inst.Target, changes: list[inst.Change], as_json: bool) -> None:
+    if as_json:
+        emit_json({"agent": t.agent, "scope": t.scope, "path": str(t.path),
+                   "changes": [{"event": c.event, "action": c.action} for c in changes]})
+        return
+    if not changes:
+        click.echo(f"{t.path}: no gitwal hooks")
+    for c in changes:
+        click.echo(f"{t.path}: {c.event}: {c.action}")
+
+
+@main.command("install")
+@AGENT
+@SCOPE
+@click.option("--in-process", is_flag=True,
+              help="Run each hook in its own process (no server; slower).")
+@JSON
+@handled
+def install_(agent: str, scope: str, in_process: bool, as_json: bool) -> None:
+    """Add gitwal's hooks to AGENT's settings (idempotent; other hooks are kept)."""
+    t = _target(agent, scope)
+    command = inst.hook_command(agent, fast=not in_process)
+    changes = inst.install(t, adapter(agent).groups(command))
+    _show(t, changes, as_json)
+    note = getattr(adapter(agent), "INSTALL_NOTE", "")
+    if note and not as_json:
+        click.echo(note)
+
+
+@main.command("uninstall")
+@AGENT
+@SCOPE
+@JSON
+@handled
+def uninstall_(agent: str, scope: str, as_json: bool) -> None:
+    """Remove exactly gitwal's hooks from AGENT's settings."""
+    t = _target(agent, scope)
+    _show(t, inst.uninstall(t), as_json)
+
+
+@main.command("hook", hidden=True)
+@AGENT
+@click.argument("event", required=False)
+def hook(agent: str, event: str | None) -> None:
+    """Handle one hook call of AGENT: the payload on stdin (the agent runs this)."""
+    data = sys.stdin.buffer.read()
+    try:
+        code, out, err = run_hook(agent, data, event)
+    except Exception as e:  # a bug must not let a call through unlogged by accident
+        code, out = 2, ""
+        err = (f"gitwal: internal error in the {agent} hook: {type(e).__name__}: {e}; "
+               "the call was refused (report it; `git config wal.agent.failOpen true` "
+               "lets calls through meanwhile)\n")
+        blocking = getattr(adapter(agent), "BLOCKING", ("PreToolUse", "PreCompact"))
+        if event not in blocking and b'"PreToolUse"' not in data and b'"PreCompact"' not in data:
+            code = 1
+    sys.stdout.write(out)
+    sys.stderr.write(err)
+    sys.stdout.flush()
+    sys.exit(code)

@@ -1,0 +1,517 @@
+"""Steps whose effect someone else applies: an agent's own tools, seen through hooks.
+
+With ``git wal apply`` gitwal applies the effect itself, holding the run lock
+from intent to commit. An agent hook cannot: the intent is logged by one
+process (PreToolUse), the agent applies the effect, and a later process
+(PostToolUse) closes the step. So:
+
+* every append takes the run lock, and only for the append (never across the
+  agent's effect); concurrent hook processes are serialised by it;
+* an intent names the agent call it stands for (``args.agent.call``), so the
+  closing process finds it by the call id, not by position;
+* an intent whose closing hook never came (the call was denied, interrupted,
+  or its hook failed) is *settled* by the next hook of the run, from the tree,
+  without touching the tree: landed -> commit, untouched -> abort, anything
+  else -> abort plus an ``unlogged`` record of what was found;
+* no silent gap: whatever differs from the log's expectation when a hook
+  looks (a call whose intent never became durable, an edit made while the
+  hooks were not installed) is appended as an ``unlogged`` record before the
+  hook's own record, naming the blobs it found so ``git gc`` keeps them.
+
+``git wal recover`` treats these intents like any other (docs/recovery.md);
+this module never restores a path: the agent owns its effects.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import pygit2
+
+from .errors import RunBusy, ToolRefused, UnknownRun, WalError
+from .ids import ABSENT, CommitId, Lsn, TreeId
+from .records import (
+    REPLAY_SAFE,
+    REPLAY_UNSAFE,
+    Abort,
+    Checkpoint,
+    Commit,
+    Intent,
+    Plan,
+    Record,
+    Unlogged,
+)
+from .run import Run
+from .store import Ref
+from .worktree import MODE_GITLINK, MODE_TREE, tree_state
+
+Content = bytes | None  # None: the path does not exist
+Compute = Callable[[tuple[Content, ...]], tuple[Content, ...]]
+
+AGENT_ARG = "agent"  # the args key of an agent intent: {"name", "tool", "call", ...}
+MISS = "prediction miss"  # how a commit's `verified` text starts when post != predicted
+INDEX_HEADER = 12  # bytes: "DIRC", version, entry count (git's index format)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One tool call of an agent, as its hooks name it."""
+
+    agent: str  # "claude-code", "codex", "gemini-cli"
+    tool: str  # the agent's tool name: "Edit", "Bash", "apply_patch", ...
+    call_id: str  # the agent's id of the call (Claude: tool_use_id)
+    thread: str | None = None  # subagent id; calls of one thread run one at a time
+
+    def tag(self) -> dict[str, str]:
+        out = {"name": self.agent, "tool": self.tool, "call": self.call_id}
+        if self.thread:
+            out["thread"] = self.thread
+        return out
+
+    def who(self, event: str) -> str:
+        return f"{self.agent} {event} {self.tool}"
+
+
+def agent_tag(intent: Intent) -> dict[str, Any] | None:
+    tag = intent.args.get(AGENT_ARG)
+    return tag if isinstance(tag, dict) else None
+
+
+def is_miss(intent: Intent, commit: Commit) -> bool:
+    """A commit that recorded a post other than the predicted one (agent steps only)."""
+    return intent.post is not None and commit.post != intent.post
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a hook call appended (for the hook's reply and for tests)."""
+
+    appended: tuple[Record, ...]
+    intent: Intent | None = None
+    note: str = ""  # one line for the agent or the user, or ""
+
+    def of(self, kind: type[Record]) -> list[Record]:
+        return [r for r in self.appended if isinstance(r, kind)]
+
+
+@dataclass
+class _State:
+    """The segment as read under the lock, plus what this call appends."""
+
+    head: CommitId
+    records: list[Record]
+    pending: list[tuple[Record, list[Ref]]]
+
+    @property
+    def next_lsn(self) -> Lsn:
+        return Lsn(self.records[-1].lsn + len(self.pending) + 1)
+
+    def add(self, record: Record, refs: Sequence[Ref] = ()) -> None:
+        self.pending.append((record, list(refs)))
+
+    def all(self) -> list[Record]:
+        return self.records + [r for r, _ in self.pending]
+
+
+class External:
+    """Agent steps on one run: log before the agent's effect, close after it."""
+
+    def __init__(self, run: Run, full_check: bool = True) -> None:
+        self.run = run
+        self.store = run.store
+        self.wt = run.wt
+        self.repo: pygit2.Repository = run.store.repo
+        self.full_check = full_check  # compare the whole tree, not only known paths
+
+    # -- the lock and the append --------------------------------------------
+
+    @contextmanager
+    def _state(self) -> Iterator[_State]:
+        with self.store.locked():
+            # No live holder of the run lock can own a ref lock now.
+            self.store.clear_stale_ref_lock()
+            head = self.store.head()
+            if head is None:
+                raise UnknownRun(f"no log for run {self.run.id}")
+            state = _State(head, self.store.segment(), [])
+            yield state
+            if state.pending:
+                refs = {(r.oid, r.is_tree): r for _, rs in state.pending for r in rs}
+                self.store.append([r for r, _ in state.pending],
+                                  sorted(refs.values(), key=lambda r: r.oid), head)
+
+    # -- the log's expectation -------------------------------------------------
+
+    def _base_tree(self, records: list[Record]) -> TreeId:
+        first = records[0]
+        if isinstance(first, Checkpoint):
+            return TreeId(first.tree)
+        plan = self.store.plan(first)
+        commit = self.repo[plan.base]
+        assert isinstance(commit, pygit2.Commit)
+        return TreeId(str(commit.tree_id))
+
+    def expectation(self, records: list[Record]) -> dict[str, str]:
+        """path -> the state the log last gave it, since the newest checkpoint.
+
+        Committed steps give their (observed) post, exec steps every path
+        their post tree changed, ``unlogged`` records what they found. Paths
+        not in the result are expected as in the segment's base tree.
+        """
+        intents: dict[int, Intent] = {}
+        out: dict[str, str] = {}
+        for rec in records:
+            if isinstance(rec, Intent):
+                intents[rec.lsn] = rec
+            elif isinstance(rec, Commit):
+                intent = intents.get(rec.intent)
+                if intent is None:
+                    continue
+                if intent.tool == "exec":
+                    post = TreeId(rec.post[0])
+                    for path in self.wt.changed_paths(TreeId(intent.pre[0]), post):
+                        out[path] = tree_state(self.repo, post, path)
+                else:
+                    out.update(zip(intent.target, rec.post, strict=True))
+            elif isinstance(rec, Unlogged):
+                out.update(zip(rec.paths, rec.observed, strict=True))
+        return out
+
+    def _observe(self, path: str) -> tuple[str, list[Ref]]:
+        """The path's state now, its blob written durably so a record may name it."""
+        try:
+            data, _ = self.wt.read(path)
+        except WalError:  # a directory or a special file now: not a file state
+            return ABSENT, []
+        if data is None:
+            return ABSENT, []
+        oid = self.store.put_blob(data)
+        return oid, [Ref(oid)]
+
+    def _notice(self, state: _State, noticed: str, paths: Sequence[str] = (),
+                snapshot: TreeId | None = None) -> None:
+        """Append an ``unlogged`` record for whatever differs from the expectation.
+
+        Checks the paths the log knows and ``paths`` by reading them; with a
+        snapshot (or ``full_check``), every path of the tree as well.
+        """
+        records = state.all()
+        expect = self.expectation(records)
+        base = self._base_tree(records)
+        if snapshot is None and self.full_check:
+            snapshot = self.wt.snapshot(self.run.id)
+        found: dict[str, tuple[str, str, list[Ref]]] = {}
+        for path in sorted({*expect, *paths}):
+            want = expect.get(path)
+            if want is None:
+                want = tree_state(self.repo, base, path)
+            have, refs = self._peek(path, want)
+            if have != want:
+                found[path] = (want, have, refs)
+        if snapshot is not None:
+            tree = self.repo[snapshot]
+            assert isinstance(tree, pygit2.Tree)
+            for path in self.wt.changed_paths(base, snapshot):
+                if path in found or path in expect:
+                    continue
+                try:
+                    entry = tree[path]
+                except KeyError:
+                    entry = None
+                if entry is not None and entry.filemode in (MODE_TREE, MODE_GITLINK):
+                    continue
+                have = ABSENT if entry is None else str(entry.id)
+                want = tree_state(self.repo, base, path)
+                if have != want:
+                    found[path] = (want, have, [] if have == ABSENT else [Ref(have)])
+        if not found:
+            return
+        paths_ = sorted(found)
+        state.add(Unlogged(
+            self.run.id, state.next_lsn, tuple(paths_),
+            tuple(found[p][0] for p in paths_), tuple(found[p][1] for p in paths_), noticed,
+        ), [r for p in paths_ for r in found[p][2]])
+
+    def _peek(self, path: str, want: str) -> tuple[str, list[Ref]]:
+        """State of ``path``; its blob is written only when it differs from ``want``."""
+        have = self.wt.state(path) if self._readable(path) else ABSENT
+        if have == want:
+            return have, []
+        return self._observe(path)
+
+    def _readable(self, path: str) -> bool:
+        try:
+            self.wt.read(path)
+        except WalError:
+            return False
+        return True
+
+    # -- settling an intent whose closing hook never came -----------------------
+
+    def _settle(self, state: _State, intent: Intent, why: str) -> None:
+        """Close ``intent`` from what the tree shows, never writing the tree."""
+        lsn = state.next_lsn
+        if intent.tool == "exec":
+            snap = self.wt.snapshot(self.run.id)
+            changed = self.wt.changed_paths(TreeId(intent.pre[0]), snap)
+            if not changed:
+                state.add(Abort(self.run.id, lsn, intent.lsn, f"not applied: {why}"))
+                return
+            state.add(Abort(self.run.id, lsn, intent.lsn,
+                            f"{why}; {len(changed)} path(s) changed since its pre tree, "
+                            "recorded as unlogged (not verified)"),
+                      [Ref(snap, is_tree=True)])
+            self._notice(state, f"settling LSN {intent.lsn}: {why}", snapshot=snap)
+            return
+        assert intent.post is not None
+        now = tuple(self.wt.state(p) for p in intent.target)
+        if now == intent.post:
+            state.add(Commit(self.run.id, lsn, intent.lsn, now,
+                             f"hash==post (settled: {why})", recovered=True))
+        elif now == intent.pre:
+            state.add(Abort(self.run.id, lsn, intent.lsn, f"not applied: {why}"))
+        else:
+            state.add(Abort(self.run.id, lsn, intent.lsn,
+                            f"{why}; found neither the pre- nor the post-image, left as "
+                            "found and recorded as unlogged"))
+            self._notice(state, f"settling LSN {intent.lsn}: {why}", intent.target)
+
+    def _open(self, records: list[Record]) -> Intent | None:
+        last = records[-1]
+        return last if isinstance(last, Intent) else None
+
+    def _make_way(self, state: _State, call: Call, event: str, wait: float) -> None:
+        """Close an open intent of another call before this call logs its own.
+
+        Calls of one thread run one at a time (an agent runs its writing tools
+        serially), so an open intent of the same thread is over: settle it. An
+        open intent of another thread may still be running: give its closing
+        hook ``wait`` seconds, then settle it.
+        """
+        open_ = self._open(state.records)
+        if open_ is None:
+            return
+        tag = agent_tag(open_)
+        if tag is not None and tag.get("call") == call.call_id:
+            return
+        same_thread = tag is not None and tag.get("thread") == call.thread
+        if not same_thread and wait > 0:
+            raise _WaitFor(open_.lsn)
+        what = "no closing hook came before the next call" if tag else (
+            "left open by an interrupted process")
+        self._settle(state, open_, what)
+
+    def _locked(self, call: Call, event: str, wait: float,
+                body: Callable[[_State], Outcome]) -> Outcome:
+        """Run ``body`` under the run lock once no other call's intent is open
+        (waiting at most ``wait`` seconds for another thread's), then append
+        what it added, in one append."""
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                with self._state() as state:
+                    self._make_way(state, call, event,
+                                   max(0.0, deadline - time.monotonic()))
+                    outcome = body(state)
+                return Outcome(tuple(r for r, _ in state.pending), outcome.intent,
+                               outcome.note)
+            except _WaitFor:
+                time.sleep(0.025)  # outside the lock: the closing hook needs it
+
+    # -- the hook events -------------------------------------------------------
+
+    def find(self, records: list[Record], call_id: str) -> Intent | None:
+        for rec in reversed(records):
+            if isinstance(rec, Intent):
+                tag = agent_tag(rec)
+                if tag is not None and tag.get("call") == call_id:
+                    return rec
+        return None
+
+    def intend_files(self, call: Call, paths: Sequence[str], compute: Compute,
+                     event: str = "PreToolUse", wait: float = 5.0) -> Outcome:
+        """Log one intent for a call that sets ``paths`` to ``compute(pre-images)``.
+
+        ``compute`` runs under the run lock on the pre-images logged, and
+        raises :class:`ToolRefused` when the call cannot apply (then nothing
+        of this call is logged, though an ``unlogged`` record may be).
+        """
+        if len(set(paths)) != len(paths) or not paths:
+            raise ToolRefused(f"{call.tool}: expected distinct paths, got {list(paths)}")
+
+        def body(state: _State) -> Outcome:
+            already = self.find(state.records, call.call_id)
+            if already is not None:  # a retried hook: the intent is durable already
+                return Outcome((), already)
+            self._notice(state, call.who(event), paths)
+            pre_data: list[Content] = []
+            modes: list[int] = []
+            for p in paths:
+                data, mode = self.wt.read(p)
+                pre_data.append(data)
+                modes.append(mode)
+            try:
+                post_data = compute(tuple(pre_data))
+            except ToolRefused as e:
+                return Outcome((), None, e.message)
+            pre_ids = [ABSENT if d is None else self.store.put_blob(d) for d in pre_data]
+            post_ids = [ABSENT if d is None else self.store.put_blob(d) for d in post_data]
+            lsn = state.next_lsn
+            tool, args = self._file_args(call, list(paths), post_ids)
+            intent = Intent(
+                run=self.run.id, lsn=lsn, tool=tool, args=args, target=tuple(paths),
+                pre=tuple(pre_ids), post=tuple(post_ids), mode=tuple(modes),
+                replay=REPLAY_SAFE, key=f"{self.run.id}:{lsn}",
+            )
+            state.add(intent, [Ref(o) for o in {*pre_ids, *post_ids} - {ABSENT}])
+            return Outcome((), intent)
+
+        return self._locked(call, event, wait, body)
+
+    def _file_args(self, call: Call, paths: list[str],
+                   post_ids: list[str]) -> tuple[str, dict[str, Any]]:
+        if len(paths) == 1 and post_ids[0] != ABSENT:
+            # An end state: `recover --redo` and `verify` treat it as write_file.
+            return "write_file", {"path": paths[0], "content": post_ids[0],
+                                  AGENT_ARG: call.tag()}
+        return "write_files", {"paths": paths, "contents": post_ids, AGENT_ARG: call.tag()}
+
+    def intend_exec(self, call: Call, argv: Sequence[str], cwd: str | None = None,
+                    event: str = "PreToolUse", wait: float = 5.0) -> Outcome:
+        """Log an exec intent (the whole tree as its pre-image) for a shell call."""
+
+        def body(state: _State) -> Outcome:
+            already = self.find(state.records, call.call_id)
+            if already is not None:
+                return Outcome((), already)
+            snap = self.wt.snapshot(self.run.id)
+            self._notice(state, call.who(event), snapshot=snap)
+            lsn = state.next_lsn
+            args: dict[str, Any] = {"argv": list(argv), AGENT_ARG: call.tag()}
+            if cwd is not None:
+                args["cwd"] = cwd
+            intent = Intent(
+                run=self.run.id, lsn=lsn, tool="exec", args=args, target=(".",),
+                pre=(snap,), post=None, mode=(MODE_TREE,), replay=REPLAY_UNSAFE,
+                key=f"{self.run.id}:{lsn}",
+            )
+            state.add(intent, [Ref(snap, is_tree=True)])
+            return Outcome((), intent)
+
+        return self._locked(call, event, wait, body)
+
+    def close(self, call: Call, event: str = "PostToolUse", paths: Sequence[str] = (),
+              error: str | None = None) -> Outcome:
+        """Close the call's intent after the agent's effect (``error``: it failed).
+
+        A call with no open intent (none was durable, or it was settled
+        already) has its ``paths`` (or, for a shell call, the tree) compared
+        with the expectation instead: the difference becomes ``unlogged``.
+        """
+        with self._state() as state:
+            intent = self.find(state.records, call.call_id)
+            open_ = self._open(state.records)
+            is_open = intent is not None and open_ is not None and open_.lsn == intent.lsn
+            if intent is None or not is_open:
+                why = "its intent was closed before the tool finished" if intent else (
+                    "no durable intent")
+                snap = None
+                if not paths:
+                    snap = self.wt.snapshot(self.run.id)
+                self._notice(state, f"{call.who(event)} ({why})", paths, snapshot=snap)
+                pending = tuple(r for r, _ in state.pending)
+                return Outcome(pending, intent)
+            assert intent is not None
+            if error is not None:
+                self._close_failed(state, call, event, intent, error)
+            elif intent.tool == "exec":
+                snap = self.wt.snapshot(self.run.id)
+                state.add(Commit(self.run.id, state.next_lsn, intent.lsn, (snap,),
+                                 f"tool succeeded ({call.who(event)})"),
+                          [Ref(snap, is_tree=True)])
+            else:
+                self._close_file(state, call, event, intent)
+            pending = tuple(r for r, _ in state.pending)
+        return Outcome(pending, intent)
+
+    def _close_file(self, state: _State, call: Call, event: str, intent: Intent) -> None:
+        assert intent.post is not None
+        observed: list[str] = []
+        refs: list[Ref] = []
+        for path, want in zip(intent.target, intent.post, strict=True):
+            have, rs = self._peek(path, want)
+            observed.append(have)
+            refs += rs
+        if tuple(observed) == intent.post:
+            verified = f"hash==post ({call.who(event)})"
+        else:
+            differ = [p for p, a, b in zip(intent.target, observed, intent.post, strict=True)
+                      if a != b]
+            verified = (f"{MISS}: {', '.join(differ)} differ from the predicted post-image; "
+                        f"recorded as observed ({call.who(event)})")
+        state.add(Commit(self.run.id, state.next_lsn, intent.lsn, tuple(observed), verified),
+                  refs)
+
+    def _close_failed(self, state: _State, call: Call, event: str, intent: Intent,
+                      error: str) -> None:
+        reason = f"{call.who(event)}: {error.strip()[-300:] or 'the tool failed'}"
+        if intent.tool == "exec":
+            snap = self.wt.snapshot(self.run.id)
+            changed = self.wt.changed_paths(TreeId(intent.pre[0]), snap)
+            state.add(Abort(self.run.id, state.next_lsn, intent.lsn,
+                            reason + (f"; {len(changed)} path(s) changed, left as found "
+                                      "and recorded as unlogged" if changed else "")),
+                      [Ref(snap, is_tree=True)])
+            if changed:
+                self._notice(state, f"{call.who(event)} (changes of the failed call)",
+                             snapshot=snap)
+            return
+        now = tuple(self.wt.state(p) for p in intent.target)
+        found = ("untouched" if now == intent.pre else "the post-image"
+                 if now == intent.post else "changed, left as found")
+        state.add(Abort(self.run.id, state.next_lsn, intent.lsn, f"{reason}; found {found}"))
+        if now != intent.pre:
+            self._notice(state, f"{call.who(event)} (changes of the failed call)",
+                         intent.target)
+
+    def settle(self, event: str, wait: float = 0.0) -> Outcome:
+        """Close an intent left open, and record what differs (a hook's check-up)."""
+        call = Call("gitwal", event, "", "settle")  # matches no intent, no thread
+
+        def body(state: _State) -> Outcome:
+            self._notice(state, f"{event} check")
+            return Outcome(())
+
+        return self._locked(call, event, wait, body)
+
+
+class _WaitFor(Exception):
+    """An open intent of another thread may still be running: poll again."""
+
+    def __init__(self, lsn: Lsn) -> None:
+        super().__init__(lsn)
+        self.lsn = lsn
+
+
+def index_entries(path: str) -> int | None:
+    """How many entries a git index file holds (its header), or None."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(INDEX_HEADER)
+    except OSError:
+        return None
+    if len(head) < INDEX_HEADER or head[:4] != b"DIRC":
+        return None
+    return int.from_bytes(head[8:12], "big")
+
+
+def first_plan(records: list[Record]) -> Plan | None:
+    return records[0] if isinstance(records[0], Plan) else None
+
+
+__all__ = ["AGENT_ARG", "MISS", "Call", "External", "Outcome", "RunBusy", "agent_tag",
+           "index_entries", "is_miss"]

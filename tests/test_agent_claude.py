@@ -1,0 +1,355 @@
+"""Claude Code hooks: the real `git wal hook claude` entry point, payloads on stdin as
+Claude Code sends them, real repositories; the log is read back with `git wal`."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from .conftest import git, ok, wal
+from .test_agent_payloads import (
+    claude,
+    claude_run,
+    claude_tool,
+    run_hook,
+    wal_log,
+    wal_status,
+)
+
+RUN = claude_run()
+
+
+def pre_post(repo: Path, tool: str, tool_input: dict[str, Any], call: str,
+             apply: Any = None) -> tuple[Any, Any]:
+    """PreToolUse, the agent's effect (``apply()``), PostToolUse."""
+    pre = run_hook(repo, "claude", claude_tool(repo, "PreToolUse", tool, tool_input, call))
+    assert pre.code == 0, pre.err
+    if apply is not None:
+        apply()
+    post = run_hook(repo, "claude", claude_tool(repo, "PostToolUse", tool, tool_input, call))
+    assert post.code == 0, post.err
+    return pre, post
+
+
+def intents(repo: Path) -> list[dict[str, Any]]:
+    return [r for r in wal_log(repo, RUN) if r["type"] == "intent"]
+
+
+def by_type(repo: Path, kind: str) -> list[dict[str, Any]]:
+    return [r for r in wal_log(repo, RUN) if r["type"] == kind]
+
+
+def test_edit_pre_and_post_commit_with_the_tool_use_id(repo: Path) -> None:
+    f = repo / "README"
+    edit = {"file_path": str(f), "old_string": "hello", "new_string": "bye",
+            "replace_all": False}
+    pre = run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit", edit, "toolu_01"))
+    assert pre.code == 0, pre.err
+    [intent] = intents(repo)
+    assert intent["status"] == "open"
+    assert intent["tool"] == "write_file" and intent["target"] == "README"
+    assert intent["args"]["agent"] == {"name": "claude-code", "tool": "Edit",
+                                       "call": "toolu_01"}
+    # The predicted post-image is in the object database before the edit runs.
+    assert git(repo, "cat-file", "blob", intent["post"]) == "bye\n"
+    f.write_text("bye\n")
+    post = run_hook(repo, "claude", claude_tool(repo, "PostToolUse", "Edit", edit, "toolu_01"))
+    assert post.code == 0, post.err
+    [intent] = intents(repo)
+    [commit] = by_type(repo, "commit")
+    assert intent["status"] == "committed" and "miss" not in intent
+    assert commit["intent"] == intent["lsn"] and commit["post"] == [intent["post"]]
+    assert commit["verified"].startswith("hash==post")
+    st = wal_status(repo, RUN)
+    assert st["committed"] == [intent["lsn"]] and st["open"] == [] and st["unlogged"] == []
+
+
+def test_multiedit_and_write_new_file(repo: Path) -> None:
+    (repo / "a.py").write_text("x = 1\ny = 2\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a")
+    multi = {"file_path": str(repo / "a.py"), "edits": [
+        {"old_string": "x = 1", "new_string": "x = 10"},
+        {"old_string": "y = 2", "new_string": "y = 20"}]}
+    pre_post(repo, "MultiEdit", multi, "toolu_m",
+             lambda: (repo / "a.py").write_text("x = 10\ny = 20\n"))
+    write = {"file_path": str(repo / "src" / "new.txt"), "content": "fresh\n"}
+
+    def create() -> None:
+        (repo / "src").mkdir()
+        (repo / "src" / "new.txt").write_text("fresh\n")
+
+    pre_post(repo, "Write", write, "toolu_w", create)
+    got = intents(repo)
+    assert [(i["target"], i["status"], i["pre"]) for i in got] == [
+        ("a.py", "committed", git(repo, "rev-parse", "HEAD:a.py").strip()),
+        ("src/new.txt", "committed", "absent")]
+    assert wal_status(repo, RUN)["unlogged"] == []
+
+
+def test_bash_pre_and_post_commit_the_post_tree(repo: Path) -> None:
+    cmd = {"command": "echo made > made.txt", "description": "make a file"}
+    pre_post(repo, "Bash", cmd, "toolu_b",
+             lambda: subprocess.run(["bash", "-c", cmd["command"]], cwd=repo, check=True))
+    [intent] = intents(repo)
+    assert intent["tool"] == "exec" and intent["args"]["argv"] == ["bash", "-c",
+                                                                    cmd["command"]]
+    [commit] = by_type(repo, "commit")
+    tree = commit["post"][0]
+    assert git(repo, "cat-file", "-p", f"{tree}:made.txt") == "made\n"
+    assert git(repo, "ls-tree", intent["pre"], "made.txt") == ""
+
+
+def test_an_edit_that_cannot_apply_logs_nothing_and_allows(repo: Path) -> None:
+    for old in ("not there", "l"):  # absent; ambiguous ("hello" has two l's)
+        edit = {"file_path": str(repo / "README"), "old_string": old, "new_string": "x"}
+        r = run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit", edit, "t" + old))
+        assert (r.code, r.out) == (0, ""), r.err
+    assert intents(repo) == []
+
+
+def test_paths_outside_the_tree_and_other_tools_are_not_logged(repo: Path,
+                                                              tmp_path: Path) -> None:
+    outside = {"file_path": str(tmp_path / "elsewhere.txt"), "content": "x"}
+    inside_git = {"file_path": str(repo / ".git" / "description"), "content": "x"}
+    for n, tool_input in enumerate((outside, inside_git)):
+        r = run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Write", tool_input,
+                                                 f"t{n}"))
+        assert r.code == 0, r.err
+    read = run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Read",
+                                                {"file_path": str(repo / "README")}, "tr"))
+    assert read.code == 0
+    assert wal(repo, "log", "--run", RUN).returncode != 0  # no run was even begun
+
+
+def test_prediction_miss_commits_the_observed_post(repo: Path) -> None:
+    edit = {"file_path": str(repo / "README"), "old_string": "hello", "new_string": "bye"}
+    # A formatter hook (or the agent's own normalisation) changed the result.
+    pre_post(repo, "Edit", edit, "toolu_x", lambda: (repo / "README").write_text("BYE\n"))
+    [intent] = intents(repo)
+    [commit] = by_type(repo, "commit")
+    assert intent["miss"] is True and intent["status"] == "committed"
+    assert commit["post"] != [intent["post"]]
+    assert git(repo, "cat-file", "blob", commit["post"][0]) == "BYE\n"
+    assert commit["verified"].startswith("prediction miss")
+    assert wal_status(repo, RUN)["prediction_miss"] == [intent["lsn"]]
+    assert "prediction miss" in ok(repo, "status", "--run", RUN)
+    assert "(prediction miss)" in ok(repo, "log", "--run", RUN)
+
+
+def test_post_tool_use_failure_aborts_and_leaves_the_tree(repo: Path) -> None:
+    edit = {"file_path": str(repo / "README"), "old_string": "hello", "new_string": "bye"}
+    assert run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit", edit,
+                                                "toolu_f")).code == 0
+    r = run_hook(repo, "claude", claude_tool(repo, "PostToolUseFailure", "Edit", edit,
+                                             "toolu_f", error="File has been modified"))
+    assert r.code == 0, r.err
+    [abort] = by_type(repo, "abort")
+    assert "File has been modified" in abort["reason"] and abort["restored"] == []
+    assert (repo / "README").read_text() == "hello\n"
+    # A failed Bash call that changed files: abort, and its changes recorded, not undone.
+    cmd = {"command": "echo half > half.txt; exit 1"}
+    assert run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Bash", cmd,
+                                                "toolu_g")).code == 0
+    (repo / "half.txt").write_text("half\n")
+    r = run_hook(repo, "claude", claude_tool(repo, "PostToolUseFailure", "Bash", cmd,
+                                             "toolu_g", error="Exit code 1"))
+    assert r.code == 0, r.err
+    assert (repo / "half.txt").read_text() == "half\n"
+    [unlogged] = by_type(repo, "unlogged")
+    assert unlogged["paths"] == ["half.txt"]
+    assert wal_status(repo, RUN)["open"] == []
+
+
+def test_a_missing_post_is_settled_by_the_next_pre(repo: Path) -> None:
+    (repo / "b.txt").write_text("bee\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "b")
+    landed = {"file_path": str(repo / "README"), "old_string": "hello", "new_string": "bye"}
+    assert run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit", landed,
+                                                "toolu_1")).code == 0
+    (repo / "README").write_text("bye\n")  # applied; its PostToolUse never came
+    denied = {"file_path": str(repo / "b.txt"), "old_string": "bee", "new_string": "wasp"}
+    assert run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit", denied,
+                                                "toolu_2")).code == 0
+    # denied by the user: never applied, no PostToolUse either
+    third = {"file_path": str(repo / "c.txt"), "content": "c\n"}
+    assert run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Write", third,
+                                                "toolu_3")).code == 0
+    got = {i["args"]["agent"]["call"]: i["status"] for i in intents(repo)}
+    assert got == {"toolu_1": "committed", "toolu_2": "aborted", "toolu_3": "open"}
+    [commit] = by_type(repo, "commit")
+    assert commit["recovered"] is True
+    [abort] = by_type(repo, "abort")
+    assert abort["reason"].startswith("not applied")
+    assert by_type(repo, "unlogged") == []
+
+
+def test_recover_decides_an_open_hook_intent_from_the_tree(repo: Path) -> None:
+    edit = {"file_path": str(repo / "README"), "old_string": "hello", "new_string": "bye"}
+    assert run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit", edit,
+                                                "toolu_r")).code == 0
+    (repo / "README").write_text("by")  # torn: the agent died mid-write
+    proc = wal(repo, "recover", "--run", RUN, "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert (repo / "README").read_text() == "hello\n"  # restored from the pre-image
+    [intent] = intents(repo)
+    assert intent["status"] == "aborted"
+
+
+def test_an_edit_made_without_hooks_is_recorded_as_unlogged(repo: Path) -> None:
+    edit = {"file_path": str(repo / "README"), "old_string": "hello", "new_string": "bye"}
+    pre_post(repo, "Edit", edit, "toolu_1", lambda: (repo / "README").write_text("bye\n"))
+    (repo / "README").write_text("changed behind the log\n")  # no hook ran
+    (repo / "stray.txt").write_text("new\n")
+    other = {"file_path": str(repo / "c.txt"), "content": "c\n"}
+    assert run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Write", other,
+                                                "toolu_2")).code == 0
+    [unlogged] = by_type(repo, "unlogged")
+    assert unlogged["paths"] == ["README", "stray.txt"]
+    assert unlogged["noticed"] == "claude-code PreToolUse Write"
+    blob = unlogged["observed"][0]
+    assert git(repo, "cat-file", "blob", blob) == "changed behind the log\n"
+    st = wal_status(repo, RUN)
+    assert st["unlogged"] == [unlogged["lsn"]]
+    assert "unlogged" in ok(repo, "status", "--run", RUN)
+    # Appended with the Write's intent, naming the observed blobs (git gc keeps them).
+    names = git(repo, "ls-tree", "--name-only", f"refs/wal/{RUN}").split()
+    assert f"{unlogged['lsn']:012d}.json" in names and f"obj-{blob}" in names
+    # Recorded once: the next hook finds the tree as the log expects it.
+    (repo / "c.txt").write_text("c\n")
+    assert run_hook(repo, "claude", claude_tool(repo, "PostToolUse", "Write", other,
+                                                "toolu_2")).code == 0
+    assert len(by_type(repo, "unlogged")) == 1
+
+
+def test_a_post_without_a_durable_intent_records_the_change(repo: Path) -> None:
+    edit = {"file_path": str(repo / "README"), "old_string": "hello", "new_string": "bye"}
+    (repo / "README").write_text("bye\n")  # its PreToolUse timed out (failed open)
+    r = run_hook(repo, "claude", claude_tool(repo, "PostToolUse", "Edit", edit, "toolu_9"))
+    assert r.code == 0, r.err
+    assert intents(repo) == []
+    [unlogged] = by_type(repo, "unlogged")
+    assert unlogged["paths"] == ["README"] and "no durable intent" in unlogged["noticed"]
+
+
+def test_an_intent_that_cannot_be_durable_blocks_the_call(repo: Path) -> None:
+    assert run_hook(repo, "claude", claude(repo, "SessionStart", source="startup")).code == 0
+    # A broken ref: the log cannot be read, so no intent can be appended to it.
+    (repo / ".git" / "refs" / "wal" / RUN).write_text("not an object id\n")
+    edit = {"file_path": str(repo / "README"), "old_string": "hello", "new_string": "bye"}
+    r = run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit", edit, "toolu_1"))
+    assert r.code == 2
+    assert "refused" in r.err and "wal.agent.failOpen" in r.err
+    git(repo, "config", "wal.agent.failOpen", "true")
+    r = run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit", edit, "toolu_1"))
+    assert r.code == 0
+    assert "unlogged" in r.json()["systemMessage"]
+
+
+def test_a_wal_dir_that_cannot_be_written_blocks_the_call(repo: Path) -> None:
+    (repo / ".git" / "wal").write_text("a file where gitwal keeps its directory\n")
+    cmd = {"command": "true"}
+    r = run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Bash", cmd, "toolu_1"))
+    assert r.code == 2 and r.err.startswith("gitwal:")
+
+
+def test_session_start_resume_gives_the_resume_point(repo: Path) -> None:
+    start = run_hook(repo, "claude", claude(repo, "SessionStart", source="startup"))
+    ctx = start.json()["hookSpecificOutput"]
+    assert ctx["hookEventName"] == "SessionStart" and RUN in ctx["additionalContext"]
+    edit = {"file_path": str(repo / "README"), "old_string": "hello", "new_string": "bye"}
+    pre_post(repo, "Edit", edit, "toolu_1", lambda: (repo / "README").write_text("bye\n"))
+    edit2 = {"file_path": str(repo / "README"), "old_string": "bye", "new_string": "ciao"}
+    assert run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit", edit2,
+                                                "toolu_2")).code == 0
+    # Claude Code dies here; `claude --resume` starts the same session again.
+    r = run_hook(repo, "claude", claude(repo, "SessionStart", source="resume"))
+    assert r.code == 0, r.err
+    text = r.json()["hookSpecificOutput"]["additionalContext"]
+    assert "Committed: 1 step(s)" in text
+    assert "not committed. Found: not applied" in text and "Action:" in text
+    assert wal_status(repo, RUN)["open"] == []
+
+
+def test_session_start_after_compact_reinjects_the_steps(repo: Path) -> None:
+    edit = {"file_path": str(repo / "README"), "old_string": "hello", "new_string": "bye"}
+    pre_post(repo, "Edit", edit, "toolu_1", lambda: (repo / "README").write_text("bye\n"))
+    r = run_hook(repo, "claude", claude(repo, "SessionStart", source="compact"))
+    text = r.json()["hookSpecificOutput"]["additionalContext"]
+    assert "Most recent logged steps" in text and "Edit README" in text
+
+
+def test_pre_compact_blocks_with_an_open_intent_and_checkpoints_otherwise(repo: Path) -> None:
+    edit = {"file_path": str(repo / "README"), "old_string": "hello", "new_string": "bye"}
+    assert run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit", edit,
+                                                "toolu_1")).code == 0
+    r = run_hook(repo, "claude", claude(repo, "PreCompact", trigger="manual",
+                                        custom_instructions=""))
+    assert r.code == 2 and f"git wal recover --run {RUN}" in r.err
+    (repo / "README").write_text("bye\n")
+    assert run_hook(repo, "claude", claude_tool(repo, "PostToolUse", "Edit", edit,
+                                                "toolu_1")).code == 0
+    r = run_hook(repo, "claude", claude(repo, "PreCompact", trigger="manual",
+                                        custom_instructions=""))
+    assert r.code == 0, r.err
+    [cp] = by_type(repo, "checkpoint")
+    assert cp["ref"].startswith(f"refs/wal-checkpoints/{RUN}/")
+    assert git(repo, "cat-file", "-p", f"{cp['git']}:README") == "bye\n"
+    assert git(repo, "rev-parse", "HEAD") != cp["git"]  # the branch is not touched
+    again = run_hook(repo, "claude", claude(repo, "PreCompact", trigger="manual"))
+    assert again.code == 0 and len(by_type(repo, "checkpoint")) == 1
+
+
+def test_auto_compaction_settles_an_open_intent_instead_of_failing(repo: Path) -> None:
+    edit = {"file_path": str(repo / "README"), "old_string": "hello", "new_string": "bye"}
+    assert run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit", edit,
+                                                "toolu_1")).code == 0
+    (repo / "README").write_text("bye\n")  # landed; its PostToolUse hook failed
+    r = run_hook(repo, "claude", claude(repo, "PreCompact", trigger="auto"))
+    assert r.code == 0, r.err
+    assert "checkpointed" in r.json()["systemMessage"]
+    assert [i["status"] for i in intents(repo)] == ["committed"]
+    assert len(by_type(repo, "checkpoint")) == 1
+
+
+def test_sigkill_mid_append_then_recovery(repo: Path) -> None:
+    edit = {"file_path": str(repo / "README"), "old_string": "hello", "new_string": "bye"}
+    assert run_hook(repo, "claude", claude(repo, "SessionStart", source="startup")).code == 0
+    r = run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit", edit, "toolu_k"),
+                 env={"GITWAL_CRASH_AT": "mid-append"})
+    assert r.code == -signal.SIGKILL
+    assert intents(repo) == []  # the intent never became durable
+    # Claude Code treats a killed hook as a non-blocking error: the edit runs.
+    (repo / "README").write_text("bye\n")
+    proc = wal(repo, "recover", "--run", RUN)
+    assert proc.returncode == 0, proc.stderr
+    r = run_hook(repo, "claude", claude_tool(repo, "PostToolUse", "Edit", edit, "toolu_k"))
+    assert r.code == 0, r.err
+    [unlogged] = by_type(repo, "unlogged")
+    assert unlogged["paths"] == ["README"]
+    # Killed after the intent was durable: the PostToolUse closes it as usual.
+    edit2 = {"file_path": str(repo / "README"), "old_string": "bye", "new_string": "ciao"}
+    r = run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit", edit2, "toolu_l"),
+                 env={"GITWAL_CRASH_AT": "after-append"})
+    assert r.code == -signal.SIGKILL
+    (repo / "README").write_text("ciao\n")
+    assert run_hook(repo, "claude", claude_tool(repo, "PostToolUse", "Edit", edit2,
+                                                "toolu_l")).code == 0
+    assert [i["status"] for i in intents(repo)] == ["committed"]
+
+
+def test_not_a_repository_is_not_our_business(tmp_path: Path) -> None:
+    edit = {"file_path": str(tmp_path / "x"), "content": "x"}
+    r = run_hook(tmp_path, "claude", claude_tool(tmp_path, "PreToolUse", "Write", edit, "t"))
+    assert (r.code, r.out, r.err) == (0, "", "")
+
+
+def test_garbage_input_blocks_a_pre_tool_use(repo: Path) -> None:
+    proc = subprocess.run([str(Path(os.environ["PATH"].split(os.pathsep)[0]) / "git-wal"),
+                           "hook", "claude", "PreToolUse"], cwd=repo, input=b"{not json",
+                          capture_output=True)
+    assert proc.returncode == 2 and b"not JSON" in proc.stderr

@@ -1,0 +1,120 @@
+"""`git wal install|uninstall AGENT`: merged into the agents' real settings files,
+idempotent, and the user's own entries untouched."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import ok, wal
+
+USER_SETTINGS: dict[str, Any] = {
+    "model": "opus",
+    "permissions": {"allow": ["Bash(npm test)"]},
+    "hooks": {
+        "PreToolUse": [
+            {"matcher": "Bash", "hooks": [{"type": "command", "command": "./block-rm.sh"}]},
+        ],
+        "PostToolUse": [
+            {"matcher": "Edit|Write",
+             "hooks": [{"type": "command", "command": "npx prettier --write .",
+                        "timeout": 30}]},
+        ],
+        "Notification": [{"hooks": [{"type": "command", "command": "notify-send hi"}]}],
+    },
+}
+
+
+def settings(repo: Path, name: str = "settings.json") -> dict[str, Any]:
+    data = json.loads((repo / ".claude" / name).read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def commands(data: dict[str, Any], event: str) -> list[str]:
+    return [h["command"] for g in data.get("hooks", {}).get(event, []) for h in g["hooks"]]
+
+
+def test_install_merges_and_is_idempotent(repo: Path) -> None:
+    (repo / ".claude").mkdir()
+    (repo / ".claude" / "settings.json").write_text(json.dumps(USER_SETTINGS, indent=4))
+    out = ok(repo, "install", "claude")
+    assert "PreToolUse: added" in out
+    first = settings(repo)
+    assert first["model"] == "opus" and first["permissions"] == USER_SETTINGS["permissions"]
+    assert commands(first, "PreToolUse")[0] == "./block-rm.sh"
+    ours = commands(first, "PreToolUse")[1]
+    assert "gitwal" in ours and ours.endswith(" claude")
+    assert commands(first, "Notification") == ["notify-send hi"]
+    for event in ("PostToolUse", "PostToolUseFailure", "SessionStart", "PreCompact", "Stop"):
+        assert ours in commands(first, event)
+    pre = first["hooks"]["PreToolUse"][1]
+    assert pre["matcher"] == "Edit|MultiEdit|Write|NotebookEdit|Bash|PowerShell"
+    assert "matcher" not in first["hooks"]["SessionStart"][0]
+    raw = (repo / ".claude" / "settings.json").read_text()
+    again = json.loads(ok(repo, "install", "claude", "--json"))
+    assert {c["action"] for c in again["changes"]} == {"unchanged"}
+    assert (repo / ".claude" / "settings.json").read_text() == raw
+
+
+def test_uninstall_removes_exactly_gitwals_entries(repo: Path) -> None:
+    (repo / ".claude").mkdir()
+    (repo / ".claude" / "settings.json").write_text(json.dumps(USER_SETTINGS))
+    ok(repo, "install", "claude")
+    out = ok(repo, "uninstall", "claude")
+    assert "PreToolUse: removed" in out
+    assert settings(repo) == USER_SETTINGS
+    assert "no gitwal hooks" in ok(repo, "uninstall", "claude")
+    assert settings(repo) == USER_SETTINGS
+
+
+def test_a_user_handler_in_the_same_group_survives(repo: Path) -> None:
+    ok(repo, "install", "claude")
+    data = settings(repo)
+    data["hooks"]["Stop"][0]["hooks"].append({"type": "command", "command": "say done"})
+    (repo / ".claude" / "settings.json").write_text(json.dumps(data))
+    ok(repo, "uninstall", "claude")
+    assert settings(repo) == {"hooks": {"Stop": [{"hooks": [
+        {"type": "command", "command": "say done"}]}]}}
+
+
+@pytest.mark.parametrize(("scope", "where"), [
+    ("local", ".claude/settings.local.json"), ("user", "HOME/.claude/settings.json")])
+def test_scopes(repo: Path, scope: str, where: str) -> None:
+    ok(repo, "install", "claude", "--scope", scope)
+    path = Path(where.replace("HOME", os.environ["HOME"])) if where.startswith("HOME") \
+        else repo / where
+    assert "gitwal" in json.dumps(json.loads(path.read_text()))
+    assert not (repo / ".claude" / "settings.json").exists()
+    ok(repo, "uninstall", "claude", "--scope", scope)
+    assert json.loads(path.read_text()) == {}
+
+
+def test_unparseable_settings_are_refused_not_rewritten(repo: Path) -> None:
+    (repo / ".claude").mkdir()
+    (repo / ".claude" / "settings.json").write_text("{ this is not json")
+    proc = wal(repo, "install", "claude")
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("error:") and "hint:" in proc.stderr
+    assert (repo / ".claude" / "settings.json").read_text() == "{ this is not json"
+    bad_scope = wal(repo, "install", "claude", "--scope", "galaxy")
+    assert bad_scope.returncode == 1 and "scopes for claude" in bad_scope.stderr
+
+
+def test_the_installed_command_runs_the_hook(repo: Path) -> None:
+    import subprocess
+
+    ok(repo, "install", "claude")
+    command = commands(settings(repo), "PreToolUse")[-1]
+    payload = {"session_id": "s", "transcript_path": "/t", "cwd": str(repo),
+               "hook_event_name": "PreToolUse", "tool_name": "Write",
+               "tool_input": {"file_path": str(repo / "n.txt"), "content": "n\n"},
+               "tool_use_id": "toolu_i"}
+    proc = subprocess.run(["sh", "-c", command], cwd=repo, input=json.dumps(payload),
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert '"call":"toolu_i"' in ok(repo, "log", "--json", "--run", "claude-s")
