@@ -12,7 +12,6 @@ lets through (and report every refused push a second time).
 
 from __future__ import annotations
 
-import importlib
 import os
 import subprocess
 from collections.abc import Sequence
@@ -24,6 +23,7 @@ import pygit2
 
 from .durable import atomic_write, makedirs_durable
 from .errors import WalError
+from .verify_signatures import signature_problems
 
 HOOKS = ("pre-commit", "reference-transaction")  # a working repository's
 SERVER_HOOKS = ("pre-receive",)  # a bare repository's
@@ -114,20 +114,15 @@ def _remove(d: Path, names: tuple[str, ...]) -> list[HookChange]:
 
 
 def push_signature_problems(cwd: Path, appends: Sequence[tuple[str, str]],
-                            allowed_signers: str | None,
+                            allowed_signers: Path | None,
                             require_signed: bool) -> list[tuple[str, str, str]]:
     """(ref, commit, why) for each pushed append whose signature is missing or untrusted.
 
     Runs inside the pre-receive hook: the pushed objects are still in the
     quarantine directory git names in GIT_QUARANTINE_PATH, which libgit2 does
-    not read by itself.
+    not read by itself. A missing or malformed allowed-signers file raises
+    (the push is refused: fail closed).
     """
-    try:
-        # Imported by name: the signature checker is an optional part of gitwal.
-        checker = importlib.import_module("gitwal.verify_signatures")
-    except ImportError:
-        raise WalError("this gitwal cannot check signatures (no gitwal.verify_signatures)",
-                       "install a gitwal with signature checks on the server") from None
     repo = pygit2.Repository(pygit2.discover_repository(str(cwd)))
     quarantine = os.environ.get("GIT_QUARANTINE_PATH")
     if quarantine:
@@ -135,6 +130,5 @@ def push_signature_problems(cwd: Path, appends: Sequence[tuple[str, str]],
     ref_of: dict[str, str] = {}
     for ref, commit in appends:
         ref_of.setdefault(commit, ref)
-    problems: list[tuple[str, str]] = checker.signature_problems(
-        repo, list(ref_of), allowed_signers, require_signed)
-    return [(ref_of.get(commit, "?"), commit, why) for commit, why in problems]
+    problems = signature_problems(repo, list(ref_of), allowed_signers, require_signed)
+    return [(ref_of[commit], commit, why) for commit, why in problems]

@@ -7,6 +7,9 @@ import signal
 import subprocess
 from pathlib import Path
 
+from gitwal.allowed_signers import trust_add
+from gitwal.keys import generate_key
+
 from .conftest import git, init_repo, ok, wal
 
 BARE_PATH = "/usr/bin:/bin"  # no virtualenv: the hooks must need only sh and git
@@ -201,3 +204,54 @@ def test_pre_receive_without_gitwal_keeps_the_git_checks(tmp_path: Path) -> None
     assert required.returncode != 0
     assert "wal.receive.requireSigned is set, but gitwal cannot run here" in required.stderr
     assert git(server, "rev-parse", ref) != git(a, "rev-parse", ref)
+
+
+def test_pre_receive_checks_signatures_of_new_appends(tmp_path: Path) -> None:
+    server = tmp_path / "server.git"
+    git(tmp_path, "init", "-q", "--bare", str(server))
+    ok(server, "hooks", "install")
+    trusted, untrusted = tmp_path / "keys" / "trusted", tmp_path / "keys" / "untrusted"
+    allowed = tmp_path / "allowed_signers"
+    trust_add(allowed, generate_key(trusted), "agent@example.com")
+    generate_key(untrusted)
+    git(server, "config", "wal.receive.requireSigned", "true")
+    git(server, "config", "wal.receive.allowedSigners", str(allowed))
+
+    def agent(name: str, key: Path | None) -> tuple[Path, str]:
+        repo = init_repo(tmp_path / name)
+        git(repo, "remote", "add", "origin", str(server))
+        if key is not None:
+            git(repo, "config", "wal.signingKey", str(key))
+        run = ok(repo, "begin", "--task", name).strip()
+        ok(repo, "apply", "ensure-line", "README", name)
+        return repo, f"refs/wal/{run}"
+
+    signed, ref = agent("signed", trusted)
+    assert wal(signed, "push").returncode == 0
+    ok(signed, "checkpoint", "--detached")
+    ok(signed, "apply", "ensure-line", "README", "more")
+    ok(signed, "compact")  # a rewritten chain, re-signed: it goes through with its archive
+    pushed = wal(signed, "push", "--json")
+    assert pushed.returncode == 0, pushed.stderr
+    assert git(server, "rev-parse", ref) == git(signed, "rev-parse", ref)
+
+    unsigned, uref = agent("unsigned", None)
+    refused = wal(unsigned, "push")
+    assert refused.returncode == 1
+    first = git(unsigned, "rev-list", "--reverse", uref).split()[0]
+    assert f"remote: gitwal: refusing {uref}: append {first[:12]}: append not signed" \
+        in refused.stderr
+    assert f"error: {uref}: rejected ([remote rejected] (pre-receive hook declined))" \
+        in refused.stderr
+
+    stranger, sref = agent("stranger", untrusted)
+    refused = wal(stranger, "push")
+    assert refused.returncode == 1 and f"refusing {sref}: append" in refused.stderr
+    assert "signed by untrusted key SHA256:" in refused.stderr
+    assert git(server, "for-each-ref", "--format=%(refname)", "refs/wal/").split() == [ref]
+
+    (allowed).write_text("not a valid line\n")  # fail closed: nothing is let through
+    ok(signed, "apply", "ensure-line", "README", "after the file broke")
+    broken = wal(signed, "push")
+    assert broken.returncode == 1 and "pre-receive hook declined" in broken.stderr
+    assert git(server, "rev-parse", ref) != git(signed, "rev-parse", ref)

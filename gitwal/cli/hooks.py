@@ -64,10 +64,11 @@ def check() -> None:
 
 
 @hooks.command("receive-signatures", hidden=True)
-@click.option("--allowed-signers", metavar="PATH", help="ssh allowed-signers file.")
+@click.option("--allowed-signers", metavar="PATH", type=click.Path(path_type=Path),
+              help="ssh allowed-signers file.")
 @click.option("--require-signed", is_flag=True, help="Refuse unsigned appends too.")
 @handled
-def receive_signatures(allowed_signers: str | None, require_signed: bool) -> None:
+def receive_signatures(allowed_signers: Path | None, require_signed: bool) -> None:
     """For the pre-receive hook: stdin holds `REF COMMIT` lines of pushed appends."""
     pairs = []
     for line in sys.stdin.read().splitlines():
