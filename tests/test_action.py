@@ -16,16 +16,21 @@ import sysconfig
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from gitwal.allowed_signers import trust_add
+from gitwal.keys import generate_key
+
 from .conftest import git, init_repo, ok
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _agent_pushes_a_run(tmp_path: Path) -> tuple[Path, Path, str]:
+def _agent_pushes_a_run(tmp_path: Path, key: Path | None = None) -> tuple[Path, Path, str]:
     origin = tmp_path / "origin.git"
     git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
     agent = init_repo(tmp_path / "agent")
     git(agent, "remote", "add", "origin", origin.as_uri())
+    if key is not None:
+        git(agent, "config", "wal.signingKey", str(key))
     run = ok(agent, "begin", "--task", "add notes").strip()
     ok(agent, "apply", "write-file", "notes.txt", "--from", "-", input=b"one\n")
     ok(agent, "apply", "ensure-line", "notes.txt", "two")
@@ -117,6 +122,23 @@ def test_action_verifies_the_remote_logs_and_fails_on_a_tampered_one(tmp_path: P
     assert "gitwal verify: 1 run(s), 1 failed (exit 1)" in (
         tmp_path / "runner" / "summary").read_text()
     assert (tmp_path / "runner" / "output").read_text().splitlines()[-1] == "ok=false"
+
+
+def test_action_checks_signatures_against_the_allowed_signers_input(tmp_path: Path) -> None:
+    key, other = tmp_path / "keys" / "agent", tmp_path / "keys" / "other"
+    trusted, wrong = tmp_path / "trusted", tmp_path / "wrong"
+    trust_add(trusted, generate_key(key), "agent@example.com")
+    trust_add(wrong, generate_key(other), "other@example.com")
+    origin, _agent, run = _agent_pushes_a_run(tmp_path, key)
+    args = {"INPUT_VERSION": "installed", "INPUT_ARGS": "--all --require-signed"}
+    proc, report = _run_action(tmp_path, origin, {**args, "INPUT_ALLOWED_SIGNERS": str(trusted)})
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert _junit(report).get("failures") == "0"
+    proc, report = _run_action(tmp_path, origin, {**args, "INPUT_ALLOWED_SIGNERS": str(wrong)})
+    assert proc.returncode == 1
+    failure = _junit(report).find("testcase/failure")
+    assert failure is not None and failure.text is not None
+    assert f"{run} LSN 1:" in failure.text and "signed by untrusted key" in failure.text
 
 
 def test_action_installs_gitwal_from_its_own_checkout(tmp_path: Path) -> None:
