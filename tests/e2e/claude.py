@@ -49,6 +49,21 @@ class Outcome:
         return data
 
 
+def sealed_env(home: Path) -> dict[str, str]:
+    """The environment without the host's git, gitwal or Claude Code settings."""
+    keep = {k: v for k, v in os.environ.items()
+            if not k.startswith(("ANTHROPIC_", "CLAUDE", "GIT_", "GITWAL_"))}
+    return {
+        **keep,
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": "Test", "GIT_AUTHOR_EMAIL": "test@example.com",
+        "GIT_COMMITTER_NAME": "Test", "GIT_COMMITTER_EMAIL": "test@example.com",
+    }
+
+
 class ClaudeCode:
     """The ``claude`` binary with a private home, pointed at ``api_url``."""
 
@@ -61,16 +76,8 @@ class ClaudeCode:
         home.mkdir(parents=True, exist_ok=True)
 
     def env(self) -> dict[str, str]:
-        keep = {k: v for k, v in os.environ.items()
-                if not k.startswith(("ANTHROPIC_", "CLAUDE", "GIT_", "GITWAL_"))}
         env = {
-            **keep,
-            "HOME": str(self.home),
-            "XDG_CONFIG_HOME": str(self.home / ".config"),
-            "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_AUTHOR_NAME": "Test", "GIT_AUTHOR_EMAIL": "test@example.com",
-            "GIT_COMMITTER_NAME": "Test", "GIT_COMMITTER_EMAIL": "test@example.com",
+            **sealed_env(self.home),
             "ANTHROPIC_BASE_URL": self.api_url,
             "ANTHROPIC_API_KEY": "sk-ant-e2e-dummy",
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
@@ -174,15 +181,51 @@ def write_settings(repo: Path, settings: Mapping[str, Any], name: str = "setting
     return path
 
 
-def install_gitwal_hooks(repo: Path, scope: str = "project") -> dict[str, Any]:
+def cmd(repo: Path, *argv: str, env: Mapping[str, str],
+        ok: Sequence[int] = (0,)) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` in ``repo``; fail with its stderr unless it exits with one of ``ok``."""
+    proc = subprocess.run(list(argv), cwd=repo, env=dict(env), capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL)
+    if proc.returncode not in ok:
+        raise AssertionError(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr}")
+    return proc
+
+
+def git_wal(repo: Path, *args: str, env: Mapping[str, str],
+            ok: Sequence[int] = (0,)) -> subprocess.CompletedProcess[str]:
+    return cmd(repo, str(VENV_BIN / "git-wal"), *args, env=env, ok=ok)
+
+
+def install_gitwal_hooks(repo: Path, env: Mapping[str, str],
+                         scope: str = "project") -> dict[str, Any]:
     """``git wal install claude --scope SCOPE`` in ``repo``; the settings it wrote."""
-    env = ClaudeCode(Path("claude"), repo.parent / ".install-home", "").env()
-    proc = subprocess.run([str(VENV_BIN / "git-wal"), "install", "claude", "--scope", scope],
-                          cwd=repo, capture_output=True, text=True, env=env)
-    if proc.returncode != 0:
-        raise AssertionError(f"git wal install claude --scope {scope} exited "
-                             f"{proc.returncode}: {proc.stderr}")
+    git_wal(repo, "install", "claude", "--scope", scope, env=env)
     name = {"project": "settings.json", "local": "settings.local.json"}[scope]
     data = json.loads((repo / ".claude" / name).read_text())
     assert isinstance(data, dict)
     return data
+
+
+def make_project(path: Path, files: Mapping[str, str], env: Mapping[str, str],
+                 hooks: str | Mapping[str, Any] | None = "gitwal") -> Path:
+    """A repository holding ``files`` and its hooks, all in its first commit.
+
+    ``hooks``: ``"gitwal"`` (installed with ``git wal install claude``), a
+    settings object for .claude/settings.json, or None. The settings are
+    committed, as a project's are; ``.claude/settings.local.json`` (where
+    tests add hooks of their own) is ignored, as Claude Code's docs advise.
+    """
+    path.mkdir(parents=True)
+    cmd(path, "git", "init", "-q", "-b", "main", env=env)
+    for name, text in files.items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_text(text)
+    if hooks == "gitwal":
+        install_gitwal_hooks(path, env)
+    elif hooks is not None and not isinstance(hooks, str):
+        write_settings(path, hooks)
+    with (path / ".git" / "info" / "exclude").open("a") as f:
+        f.write(".claude/settings.local.json\n")
+    cmd(path, "git", "add", "-A", env=env)
+    cmd(path, "git", "commit", "-q", "-m", "init", env=env)
+    return path
