@@ -208,6 +208,19 @@ def test_append_signed_by_an_untrusted_key(repo: Path, keys: Path) -> None:
     proc = git_verify(repo, keys, forged)
     assert proc.returncode != 0 and "No principal matched" in proc.stderr
 
+    # An archived segment is checked too: re-sign the head of SEALED's archive.
+    archive = f"refs/wal-archive/{SEALED}/1"
+    old = r[rev(repo, archive)]
+    assert isinstance(old, pygit2.Commit)
+    resigned = str(create_signed_commit(r, load_key(keys / "intruder"), old.tree_id,
+                                        old.parent_ids, old.author, old.committer,
+                                        old.message))
+    git(repo, "update-ref", archive, resigned)
+    code, report = verify_json(repo, "--run", SEALED, *strict(keys))
+    assert code == 1 and failures(report, SEALED) == [
+        ("signature", 6, f"append {resigned[:12]}: signed by untrusted key "
+                         f"{fp(keys, 'intruder')}")]
+
     # Listed, but retired before the commit was made: untrusted too, and says why.
     retired = keys.parent / "retired_signers"
     kind, b64 = (keys / "trusted.pub").read_text().split()[:2]
