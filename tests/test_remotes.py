@@ -220,7 +220,7 @@ def test_the_guarded_server_refuses_a_forced_push_and_a_deletion(tmp_path: Path,
     ok(a, "push")
     ref = f"refs/wal/{run}"
     server = _served_dir(tmp_path, daemon_url)
-    head = git(server, "rev-parse", ref)
+    head = git(server, "rev-parse", ref).strip()
 
     b = _clone(tmp_path, daemon_url, "b")
     git(b, "fetch", "-q", "origin", f"{ref}:{ref}")
@@ -230,11 +230,20 @@ def test_the_guarded_server_refuses_a_forced_push_and_a_deletion(tmp_path: Path,
     assert f"remote: gitwal: refusing to rewrite {ref}" in forced.stderr
     assert "a write-ahead log only grows, records would be lost." in forced.stderr
     assert "pre-receive hook declined" in forced.stderr
+    # A rewritten chain: the newest append replaced by another one.
+    tree = git(b, "rev-parse", f"{ref}^{{tree}}").strip()
+    rewritten = git(b, "commit-tree", tree, "-p", f"{ref}~1", "-m", "wal 4 rewritten").strip()
+    git(b, "update-ref", ref, rewritten)
+    forced = subprocess.run(["git", "push", "--force", "origin", f"{ref}:{ref}"], cwd=b,
+                            capture_output=True, text=True)
+    assert forced.returncode != 0
+    assert (f"remote: gitwal: refusing to rewrite {ref}: {rewritten} does not extend {head}; "
+            "a write-ahead log only grows, records would be lost.") in forced.stderr
     deleted = subprocess.run(["git", "push", "origin", f":{ref}"], cwd=b,
                              capture_output=True, text=True)
     assert deleted.returncode != 0
     assert f"remote: gitwal: refusing to delete {ref} (a write-ahead log)" in deleted.stderr
-    assert git(server, "rev-parse", ref) == head
+    assert git(server, "rev-parse", ref).strip() == head
     assert wal(server, "verify", "--all").returncode == 0
 
 
