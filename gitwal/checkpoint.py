@@ -17,9 +17,9 @@ from .durable import crash_point
 from .effects import run_check
 from .errors import WalError
 from .ids import CommitId, Lsn, TreeId
-from .records import Checkpoint, Commit, Intent, Plan, Record, encode
+from .records import Checkpoint, Commit, Intent, Plan, Record, Seal, encode
 from .run import Run
-from .store import ARCHIVE_PREFIX, CHECKPOINT_PREFIX, Ref
+from .store import ARCHIVE_PREFIX, CHECKPOINT_PREFIX, Ref, RunSealed
 from .worktree import Worktree, blob_id, tree_state
 
 TRAILERS = ("Wal-Run", "Wal-Lsn")
@@ -116,6 +116,10 @@ def checkpoint(run: Run, message: str | None = None, check: str | None = None,
         head = store.head()
         assert head is not None
         records = store.segment()
+        if isinstance(records[-1], Seal):  # refuse before the commit, not at the append
+            raise RunSealed(f"run {run.id} is sealed (LSN {records[-1].lsn}): it cannot be "
+                            "checkpointed", "a sealed run is finished; start a new one with "
+                            "`git wal begin`")
         open_ = _open_intent(records)
         if open_ is not None:
             raise CheckpointRefused(
@@ -200,6 +204,8 @@ def gate(run: Run | None, auto_checkpoint: bool = False, detached: bool = False)
     if run is None:
         return GateResult(True, "no run in this worktree: nothing to lose")
     records = run.store.segment()
+    if isinstance(records[-1], Seal):
+        return GateResult(True, f"run {run.id} is sealed: it is finished, nothing to lose")
     open_ = _open_intent(records)
     if open_ is not None:
         return GateResult(False, f"intent LSN {open_.lsn} ({open_.tool} "

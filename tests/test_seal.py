@@ -139,13 +139,25 @@ def test_nothing_is_appended_after_a_seal(repo: Path, tmp_path: Path) -> None:
         ("apply", "ensure-line", "README", "four"),
         ("apply", "write-file", "new.txt", "--from", "-"),
         ("exec", "--", "sh", "-c", "echo ran > ran.txt"),
-        ("checkpoint", "--detached"),
     ]
     for args in attempts:
         proc = wal(repo, *args, input=b"x\n")
         assert proc.returncode == 1, args
         assert proc.stderr.splitlines() == [refused, hint], args
         assert head(repo) == sealed, args
+    branch = git(repo, "rev-parse", "HEAD")
+    checkpoints = git(repo, "for-each-ref", "refs/wal-checkpoints/")
+    for args in [("checkpoint",), ("checkpoint", "--detached")]:
+        proc = wal(repo, *args)
+        assert proc.returncode == 1, args
+        assert proc.stderr.splitlines() == [
+            f"error: run {RUN} is sealed (LSN 7): it cannot be checkpointed", hint], args
+        assert head(repo) == sealed, args
+    # refused before anything was committed: no stray commit or checkpoint ref
+    assert git(repo, "rev-parse", "HEAD") == branch
+    assert git(repo, "for-each-ref", "refs/wal-checkpoints/") == checkpoints
+    gate = json.loads(ok(repo, "gate", "--json"))
+    assert gate["safe"] and "sealed" in gate["reason"], gate
     assert not (repo / "ran.txt").exists() and not (repo / "new.txt").exists()
     assert (repo / "README").read_text() == "hello\ntwo\nthree\n"
 
