@@ -489,6 +489,16 @@ class External:
         return self._locked(call, event, wait, body)
 
 
+    def check(self, noticed: str) -> Outcome:
+        """Compare the whole tree with the expectation, unless an intent is open
+        (its agent may be writing its targets right now): a background check."""
+        with self._state() as state:
+            if self._open(state.records) is None:
+                self._notice(state, noticed, snapshot=self.wt.snapshot(self.run.id))
+            pending = tuple(r for r, _ in state.pending)
+        return Outcome(pending)
+
+
 class _WaitFor(Exception):
     """An open intent of another thread may still be running: poll again."""
 

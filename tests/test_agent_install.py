@@ -115,6 +115,7 @@ def test_the_installed_command_runs_the_hook(repo: Path) -> None:
                "tool_input": {"file_path": str(repo / "n.txt"), "content": "n\n"},
                "tool_use_id": "toolu_i"}
     proc = subprocess.run(["sh", "-c", command], cwd=repo, input=json.dumps(payload),
-                          capture_output=True, text=True)
+                          capture_output=True, text=True,
+                          env={**os.environ, "GITWAL_NO_SERVER": "1"})  # server: its own tests
     assert proc.returncode == 0, proc.stderr
     assert '"call":"toolu_i"' in ok(repo, "log", "--json", "--run", "claude-s")

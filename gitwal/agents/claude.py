@@ -45,6 +45,8 @@ FILE_TOOLS = {
     "NotebookEdit": ("notebook_path", edits.notebook_edit),
 }
 SHELL_TOOLS = ("Bash", "PowerShell")
+CLOSING = ("PostToolUse", "PostToolUseFailure")  # the server checks the tree after these
+BLOCKING = ("PreToolUse", "PreCompact")
 # What `git wal install claude` registers: event -> matcher (None: no matcher).
 EVENTS: dict[str, str | None] = {
     "PreToolUse": "Edit|MultiEdit|Write|NotebookEdit|Bash|PowerShell",

@@ -171,16 +171,19 @@ class Session:
     run_id: RunId
     agent: str
     cwd: Path
+    served: bool = False  # by the hook server, which checks the whole tree after each call
 
     @classmethod
-    def open(cls, cwd: str | None, agent: str, prefix: str, session_id: str) -> Session | None:
+    def open(cls, cwd: str | None, agent: str, prefix: str, session_id: str,
+             served: bool = False) -> Session | None:
         """None when ``cwd`` is not in a git working tree (nothing to log)."""
         where = Path(cwd) if cwd and Path(cwd).is_dir() else Path.cwd()
         try:
             wal = Wal(where)
         except (NotARepository, WalError):
             return None
-        return cls(wal, Config.of(wal.repo), run_id_for(prefix, session_id), agent, where)
+        return cls(wal, Config.of(wal.repo), run_id_for(prefix, session_id), agent, where,
+                   served)
 
     def exists(self) -> bool:
         return Store(self.wal.repo, self.run_id).exists()
@@ -202,7 +205,7 @@ class Session:
     def external(self, run: Run, shell: bool = False) -> External:
         mode = self.config.tree_check
         full = mode == "always" or shell
-        if mode == "auto" and not full:
+        if mode == "auto" and not full and not self.served:
             index = wal_dir(self.wal.repo) / "index" / run.id
             n = index_entries(str(index))
             if n is None:
@@ -301,7 +304,8 @@ def _perform(session: Session, action: Action, event: str) -> Reply:
     run = session.wal.run(session.run_id)
     if isinstance(action, PreCompact):
         return _pre_compact(session, run, action)
-    out = session.external(run).settle(event, session.config.open_wait)
+    # TurnEnd: the turn is over; compare the whole tree whatever its size.
+    out = session.external(run, shell=True).settle(event, session.config.open_wait)
     return Reply(outcome=out)
 
 

@@ -11,6 +11,7 @@ import json
 from types import ModuleType
 from typing import Any
 
+from ..external import External
 from .engine import Reply, Session, perform
 
 AGENTS = ("claude",)  # codex, gemini: see their adapters
@@ -24,7 +25,7 @@ def adapter(agent: str) -> ModuleType:
 
 
 def run_hook(agent: str, data: bytes, event: str | None = None,
-             cwd: str | None = None) -> tuple[int, str, str]:
+             cwd: str | None = None, served: bool = False) -> tuple[int, str, str]:
     """Handle one hook call of ``agent``; ``event`` defaults to the payload's."""
     mod = adapter(agent)
     try:
@@ -40,7 +41,8 @@ def run_hook(agent: str, data: bytes, event: str | None = None,
     name = event or str(payload.get("hook_event_name") or "")
     action = mod.action(name, payload)
     session = Session.open(payload.get("cwd") if isinstance(payload.get("cwd"), str)
-                           else cwd, mod.AGENT, mod.PREFIX, str(payload.get("session_id") or ""))
+                           else cwd, mod.AGENT, mod.PREFIX, str(payload.get("session_id") or ""),
+                           served)
     if session is None:
         return _render(mod, name, Reply())  # not in a git working tree: nothing to log
     return _render(mod, name, perform(session, action, name))
@@ -49,3 +51,25 @@ def run_hook(agent: str, data: bytes, event: str | None = None,
 def _render(mod: ModuleType, event: str, reply: Reply) -> tuple[int, str, str]:
     code, out, err = mod.render(event, reply)
     return int(code), str(out), str(err)
+
+
+def check_after(agent: str, data: bytes, cwd: str | None = None) -> None:
+    """After a closing hook the server has answered: compare the whole tree with
+    the log's expectation, off the agent's critical path (docs/agents.md)."""
+    mod = adapter(agent)
+    try:
+        payload = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return
+    if not isinstance(payload, dict):
+        return
+    event = str(payload.get("hook_event_name") or "")
+    if event not in getattr(mod, "CLOSING", ()):
+        return
+    session = Session.open(payload.get("cwd") if isinstance(payload.get("cwd"), str)
+                           else cwd, mod.AGENT, mod.PREFIX, str(payload.get("session_id") or ""),
+                           served=True)
+    if session is None or session.config.tree_check != "auto" or not session.exists():
+        return
+    run = session.wal.run(session.run_id)
+    External(run, full_check=True).check(f"{mod.AGENT} tree check after {event}")

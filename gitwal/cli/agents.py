@@ -84,3 +84,14 @@ def hook(agent: str, event: str | None) -> None:
     sys.stderr.write(err)
     sys.stdout.flush()
     sys.exit(code)
+
+
+@main.command("agent-server", hidden=True)
+@click.option("--git-dir", "git_dir", required=True, help="The repository's .git entry.")
+@click.option("--idle", type=float, default=900.0, show_default=True,
+              help="Exit after this many seconds without a request.")
+def agent_server(git_dir: str, idle: float) -> None:
+    """Serve hook calls for one repository over a private Unix socket."""
+    from ..agents.server import serve
+
+    sys.exit(serve(git_dir, idle))

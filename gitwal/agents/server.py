@@ -1,0 +1,164 @@
+"""The long-lived hook server of one repository (`git wal agent-server`).
+
+Started on demand by the hook client (client.py), it answers hook calls over
+a Unix socket with exactly what ``git wal hook AGENT`` would print: the same
+function (:func:`gitwal.agents.hook.run_hook`) runs, with its imports and
+the repository already loaded. Appends still take the run's lock, so the
+server, in-process hooks and `git wal` commands can run side by side.
+
+It serves only its own user: the socket is mode 0600 in a 0700 directory of
+the user's (client.check_private_dir), and each peer's uid is checked with
+SO_PEERCRED. It exits after ``idle`` seconds without a request.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+import struct
+import sys
+import threading
+import time
+from pathlib import Path
+
+from . import client
+from .hook import check_after, run_hook
+
+IDLE = 900.0  # seconds without a request before the server exits
+QUIET = 0.25  # seconds without a request before a background tree check runs
+_UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+def code_fingerprint() -> tuple[tuple[str, int], ...]:
+    """(file, mtime) of every gitwal module this process loaded."""
+    root = str(Path(__file__).resolve().parent.parent)
+    out = []
+    for mod in list(sys.modules.values()):
+        f = getattr(mod, "__file__", None)
+        if isinstance(f, str) and f.startswith(root):
+            try:
+                out.append((f, os.stat(f).st_mtime_ns))
+            except OSError:
+                out.append((f, -1))
+    return tuple(sorted(out))
+
+
+def peer_uid(conn: socket.socket) -> int:
+    raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
+    return int(_UCRED.unpack(raw)[1])
+
+
+def _read_request(conn: socket.socket) -> tuple[str, str, bytes]:
+    if client._recv_line(conn) != client.MAGIC:
+        raise ValueError("not a gitwal hook request")
+    agent = client._recv_line(conn).decode()
+    cwd = os.fsdecode(client._recv_line(conn))
+    n = int(client._recv_line(conn))
+    return agent, cwd, client._recv_exact(conn, n)
+
+
+class Server:
+    def __init__(self, gitdir: str, idle: float = IDLE) -> None:
+        self.gitdir = gitdir
+        self.path = client.socket_path(gitdir)
+        self.idle = idle
+        self.last = time.monotonic()
+        self.busy = 0
+        self.seq = 0  # requests received so far
+        self.code = code_fingerprint()  # a server never answers with code that changed
+        self.guard = threading.Lock()
+        self.stale = False
+
+    def handle(self, conn: socket.socket) -> None:
+        with conn:
+            with self.guard:
+                self.busy += 1
+                self.seq += 1
+                seq = self.seq
+            try:
+                if peer_uid(conn) != os.getuid():
+                    return  # another user's process: not served
+                if code_fingerprint() != self.code:
+                    self.stale = True
+                    return  # the client runs the hook itself and starts a new server
+                agent, cwd, payload = _read_request(conn)
+                try:
+                    code, out, err = run_hook(agent, payload, None, cwd, served=True)
+                except Exception as e:  # the in-process hook would refuse too
+                    code, out = 2, ""
+                    err = (f"gitwal: internal error in the {agent} hook server: "
+                           f"{type(e).__name__}: {e}\n")
+                o, r = out.encode(), err.encode()
+                conn.sendall(b"%d\n%d\n%d\n" % (code, len(o), len(r)) + o + r)
+                conn.close()  # the agent goes on; the tree check below is ours
+                self.check(agent, payload, cwd, seq)
+            except (OSError, ValueError):
+                pass  # the client saw the connection fail and runs the hook itself
+            finally:
+                with self.guard:
+                    self.busy -= 1
+                    self.last = time.monotonic()
+
+    def check(self, agent: str, payload: bytes, cwd: str, seq: int) -> None:
+        """The whole-tree check after a call, once the agent is quiet: while calls
+        follow each other it would only hold the run lock they need (a `Stop`
+        hook compares the whole tree at the end of the turn in any case)."""
+        time.sleep(QUIET)
+        with self.guard:
+            if self.seq != seq:
+                return
+        try:
+            check_after(agent, payload, cwd)
+        except Exception as e:  # a failed check is retried after the next call
+            sys.stderr.write(f"gitwal agent-server: tree check failed: {e}\n")
+
+    def serve(self) -> int:
+        rdir = client.runtime_dir()
+        problem = client.check_private_dir(rdir)
+        if problem is not None:
+            sys.stderr.write(f"gitwal agent-server: refusing to serve: {problem}\n")
+            return 1
+        lock = os.open(self.path[:-5] + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return 0  # another server for this repository is running or starting
+        os.ftruncate(lock, 0)
+        os.write(lock, b"%d\n" % os.getpid())  # who serves (to stop it: kill that pid)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            # We hold the lock: a socket file left here belongs to a dead server.
+            Path(self.path).unlink(missing_ok=True)
+            old = os.umask(0o177)
+            try:
+                sock.bind(self.path)
+            finally:
+                os.umask(old)
+            os.chmod(self.path, 0o600)
+            sock.listen(64)
+            sock.settimeout(1.0)
+            while True:
+                if self.stale:
+                    return 0
+                try:
+                    conn, _ = sock.accept()
+                except TimeoutError:
+                    with self.guard:
+                        quiet = self.busy == 0 and time.monotonic() - self.last > self.idle
+                    if quiet:
+                        return 0
+                    continue
+                conn.settimeout(None)
+                threading.Thread(target=self.handle, args=(conn,), daemon=True).start()
+        finally:
+            try:
+                if os.path.exists(self.path):
+                    os.unlink(self.path)
+            finally:
+                sock.close()
+                os.close(lock)
+
+
+def serve(gitdir: str, idle: float = IDLE) -> int:
+    return Server(gitdir, idle).serve()
