@@ -31,16 +31,13 @@ _UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 
 def code_fingerprint() -> tuple[tuple[str, int], ...]:
-    """(file, mtime) of every gitwal module this process loaded."""
-    root = str(Path(__file__).resolve().parent.parent)
+    """(file, mtime) of every module of the installed gitwal package."""
     out = []
-    for mod in list(sys.modules.values()):
-        f = getattr(mod, "__file__", None)
-        if isinstance(f, str) and f.startswith(root):
-            try:
-                out.append((f, os.stat(f).st_mtime_ns))
-            except OSError:
-                out.append((f, -1))
+    root = Path(__file__).resolve().parent.parent
+    for d in (root, *(p for p in root.iterdir() if p.is_dir() and p.name != "__pycache__")):
+        for entry in os.scandir(d):
+            if entry.name.endswith(".py"):
+                out.append((entry.path, entry.stat().st_mtime_ns))
     return tuple(sorted(out))
 
 
