@@ -27,7 +27,7 @@ import time
 
 MAGIC = b"GWAL1"
 START_WAIT = 5.0  # seconds to wait for a server this client started
-STARTED = "GITWAL_SERVER_STARTED"
+BLOCKING_EVENTS = ("PreToolUse", "PreCompact", "BeforeTool", "PreCompress")
 
 
 def git_dir(start: str) -> str | None:
@@ -152,7 +152,15 @@ def start_server(run: list[str], gitdir: str) -> None:
 def in_process(run: list[str], agent: str, payload: bytes, why: str) -> int:
     import subprocess
 
-    proc = subprocess.run([*run, "hook", agent], input=payload, capture_output=True)
+    try:
+        proc = subprocess.run([*run, "hook", agent], input=payload, capture_output=True)
+    except OSError as e:
+        # No gitwal to run: a call about to change files is refused (the WAL
+        # rule), anything else goes on with a non-blocking error.
+        sys.stderr.write(f"gitwal: cannot run {run[0]} ({e}); is gitwal installed? The "
+                         "hook could not log this call.\n")
+        blocking = any(b'"%s"' % ev.encode() in payload for ev in BLOCKING_EVENTS)
+        return 2 if blocking else 1
     sys.stdout.buffer.write(proc.stdout)
     sys.stderr.buffer.write(proc.stderr)
     if why and proc.returncode == 0:

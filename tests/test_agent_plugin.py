@@ -1,0 +1,53 @@
+"""The Claude Code plugin in hooks/claude-code: the same hooks as `git wal install
+claude`, run through the plugin's copy of the client with gitwal on PATH."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from gitwal.agents import claude
+
+from .test_agent_payloads import claude_run, claude_tool, wal_log
+
+PLUGIN = Path(__file__).resolve().parent.parent / "hooks" / "claude-code"
+COMMAND = 'python3 -S -E "${CLAUDE_PLUGIN_ROOT}/scripts/gitwal_client.py" claude --git-wal git-wal'
+
+
+def test_the_plugin_declares_the_installed_hooks() -> None:
+    manifest = json.loads((PLUGIN / ".claude-plugin" / "plugin.json").read_text())
+    assert manifest["name"] == "gitwal"
+    hooks = json.loads((PLUGIN / "hooks" / "hooks.json").read_text())["hooks"]
+    assert hooks == {event: [group] for event, group in claude.groups(COMMAND).items()}
+    client = Path(claude.__file__).with_name("client.py")
+    assert (PLUGIN / "scripts" / "gitwal_client.py").read_bytes() == client.read_bytes()
+
+
+def run_plugin_hook(repo: Path, payload: dict[str, object],
+                    path: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CLAUDE_PLUGIN_ROOT": str(PLUGIN), "PATH": path,
+           "GITWAL_NO_SERVER": "1"}
+    return subprocess.run(["sh", "-c", COMMAND], cwd=repo, input=json.dumps(payload),
+                          capture_output=True, text=True, env=env)
+
+
+def test_the_plugin_hook_logs_with_gitwal_on_path(repo: Path) -> None:
+    write = {"file_path": str(repo / "n.txt"), "content": "n\n"}
+    r = run_plugin_hook(repo, claude_tool(repo, "PreToolUse", "Write", write, "toolu_p"),
+                        os.environ["PATH"])
+    assert r.returncode == 0, r.stderr
+    [intent] = [x for x in wal_log(repo, claude_run()) if x["type"] == "intent"]
+    assert intent["args"]["agent"]["call"] == "toolu_p"
+
+
+def test_the_plugin_hook_refuses_a_call_when_gitwal_is_missing(repo: Path) -> None:
+    bare = repo.parent / "bin"  # python3, and no git-wal
+    bare.mkdir()
+    (bare / "python3").symlink_to(Path(sys.executable).resolve())
+    write = {"file_path": str(repo / "n.txt"), "content": "n\n"}
+    r = run_plugin_hook(repo, claude_tool(repo, "PreToolUse", "Write", write, "toolu_p"),
+                        f"{bare}{os.pathsep}/usr/bin:/bin")
+    assert r.returncode == 2 and "is gitwal installed" in r.stderr, r.stderr
