@@ -332,6 +332,13 @@ class External:
                     return rec
         return None
 
+    def _open_for(self, records: list[Record], call: Call) -> Intent | None:
+        """The call's intent if it is the open one (a hook run twice); an agent
+        whose call ids repeat (Gemini: derived from the input) gets a new one."""
+        open_ = self._open(records)
+        tag = agent_tag(open_) if open_ is not None else None
+        return open_ if tag is not None and tag.get("call") == call.call_id else None
+
     def intend_files(self, call: Call, paths: Sequence[str], compute: Compute,
                      event: str = "PreToolUse", wait: float = 5.0) -> Outcome:
         """Log one intent for a call that sets ``paths`` to ``compute(pre-images)``.
@@ -344,7 +351,7 @@ class External:
             raise ToolRefused(f"{call.tool}: expected distinct paths, got {list(paths)}")
 
         def body(state: _State) -> Outcome:
-            already = self.find(state.records, call.call_id)
+            already = self._open_for(state.records, call)
             if already is not None:  # a retried hook: the intent is durable already
                 return Outcome((), already)
             self._notice(state, call.who(event), paths)
@@ -385,7 +392,7 @@ class External:
         """Log an exec intent (the whole tree as its pre-image) for a shell call."""
 
         def body(state: _State) -> Outcome:
-            already = self.find(state.records, call.call_id)
+            already = self._open_for(state.records, call)
             if already is not None:
                 return Outcome((), already)
             snap = self.wt.snapshot(self.run.id)

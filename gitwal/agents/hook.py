@@ -14,7 +14,7 @@ from typing import Any
 from ..external import External
 from .engine import Reply, Session, perform
 
-AGENTS = ("claude",)  # codex, gemini: see their adapters
+AGENTS = ("claude", "codex", "gemini")
 
 
 def adapter(agent: str) -> ModuleType:

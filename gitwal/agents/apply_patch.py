@@ -1,0 +1,206 @@
+"""Codex's ``apply_patch`` format: parse a patch and compute every post-image.
+
+::
+
+    *** Begin Patch
+    *** Add File: docs/new.md
+    +first line
+    *** Update File: src/app.py
+    *** Move to: src/main.py
+    @@ def main():
+     context line
+    -removed line
+    +added line
+    *** Delete File: old.txt
+    *** End Patch
+
+An update is a list of chunks; each chunk's old lines (context and ``-``
+lines) are found in the file after the previous chunk (after its ``@@``
+header line, when it names one; at the end with ``*** End of File``),
+matched exactly, then ignoring trailing white space, then ignoring
+surrounding white space, and replaced by its new lines (context and ``+``).
+A file the patch writes ends with a newline. Nothing here touches the disk:
+:func:`post_images` maps pre-images to post-images, or raises
+:class:`ToolRefused` when the patch would not apply (then nothing is logged
+and Codex reports its own error).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from ..errors import ToolRefused
+
+BEGIN, END = "*** Begin Patch", "*** End Patch"
+ADD, UPDATE, DELETE, MOVE = "*** Add File: ", "*** Update File: ", "*** Delete File: ", \
+    "*** Move to: "
+EOF_MARK = "*** End of File"
+
+
+@dataclass(frozen=True)
+class Chunk:
+    header: str | None  # the text after "@@", a line to find first
+    old: tuple[str, ...]
+    new: tuple[str, ...]
+    at_end: bool = False
+
+
+@dataclass(frozen=True)
+class FileOp:
+    kind: str  # add | update | delete
+    path: str
+    move_to: str | None = None
+    content: tuple[str, ...] = ()  # add: the lines
+    chunks: tuple[Chunk, ...] = field(default=())
+
+
+def parse(text: str) -> list[FileOp]:
+    lines = text.strip().splitlines()
+    if not lines or lines[0].strip() != BEGIN or lines[-1].strip() != END:
+        raise ToolRefused("apply_patch: the patch must start with '*** Begin Patch' and end "
+                          "with '*** End Patch'")
+    ops: list[FileOp] = []
+    i, body = 0, lines[1:-1]
+    while i < len(body):
+        line = body[i]
+        if line.startswith(ADD):
+            path, i = line[len(ADD):].strip(), i + 1
+            content = []
+            while i < len(body) and body[i].startswith("+"):
+                content.append(body[i][1:])
+                i += 1
+            ops.append(FileOp("add", path, content=tuple(content)))
+        elif line.startswith(DELETE):
+            ops.append(FileOp("delete", line[len(DELETE):].strip()))
+            i += 1
+        elif line.startswith(UPDATE):
+            path, i = line[len(UPDATE):].strip(), i + 1
+            move = None
+            if i < len(body) and body[i].startswith(MOVE):
+                move, i = body[i][len(MOVE):].strip(), i + 1
+            chunks, i = _chunks(body, i, path)
+            ops.append(FileOp("update", path, move, chunks=tuple(chunks)))
+        elif not line.strip():
+            i += 1
+        else:
+            raise ToolRefused(f"apply_patch: unexpected line {line!r}")
+    if not ops:
+        raise ToolRefused("apply_patch: the patch changes no file")
+    return ops
+
+
+def _chunks(body: list[str], i: int, path: str) -> tuple[list[Chunk], int]:
+    chunks: list[Chunk] = []
+    while i < len(body) and not body[i].startswith("*** "):
+        line = body[i]
+        header: str | None = None
+        if line.startswith("@@"):
+            header = line[2:].strip() or None
+            i += 1
+        elif chunks:
+            raise ToolRefused(f"apply_patch: {path}: expected '@@' before {line!r}")
+        old: list[str] = []
+        new: list[str] = []
+        at_end = False
+        while i < len(body):
+            line = body[i]
+            if line.strip() == EOF_MARK:
+                at_end, i = True, i + 1
+                break
+            if line.startswith("@@") or line.startswith("*** "):
+                break
+            tag, rest = (line[:1], line[1:]) if line else (" ", "")
+            if tag == " ":
+                old.append(rest)
+                new.append(rest)
+            elif tag == "-":
+                old.append(rest)
+            elif tag == "+":
+                new.append(rest)
+            else:
+                raise ToolRefused(f"apply_patch: {path}: bad hunk line {line!r}")
+            i += 1
+        if not old and not new:
+            raise ToolRefused(f"apply_patch: {path}: an empty hunk")
+        chunks.append(Chunk(header, tuple(old), tuple(new), at_end))
+    if not chunks:
+        raise ToolRefused(f"apply_patch: {path}: an update with no hunk")
+    return chunks, i
+
+
+_MATCHES: tuple[Callable[[str], str], ...] = (
+    lambda s: s, lambda s: s.rstrip(), lambda s: s.strip())
+
+
+def _find(lines: list[str], want: tuple[str, ...], start: int, at_end: bool) -> int:
+    if not want:
+        return len(lines) if at_end else start
+    for norm in _MATCHES:
+        target = [norm(w) for w in want]
+        candidates = range(start, len(lines) - len(want) + 1)
+        if at_end:
+            candidates = range(len(lines) - len(want), start - 1, -1)
+        for at in candidates:
+            if at >= 0 and [norm(x) for x in lines[at:at + len(want)]] == target:
+                return at
+    return -1
+
+
+def apply_update(text: str, chunks: tuple[Chunk, ...], path: str) -> str:
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the final newline is put back below
+    pos = 0
+    for chunk in chunks:
+        if chunk.header is not None:
+            at = _find(lines, (chunk.header,), pos, False)
+            if at < 0:
+                raise ToolRefused(f"apply_patch: {path}: no line {chunk.header!r}")
+            pos = at + 1
+        at = _find(lines, chunk.old, pos, chunk.at_end)
+        if at < 0:
+            raise ToolRefused(f"apply_patch: {path}: the hunk's lines were not found")
+        lines[at:at + len(chunk.old)] = list(chunk.new)
+        pos = at + len(chunk.new)
+    return "\n".join(lines) + "\n"
+
+
+Content = bytes | None
+
+
+def targets(ops: list[FileOp]) -> list[str]:
+    """Every path the patch reads or writes, in order, without repeats."""
+    out: list[str] = []
+    for op in ops:
+        for p in (op.path, op.move_to):
+            if p and p not in out:
+                out.append(p)
+    return out
+
+
+def post_images(ops: list[FileOp], pre: Mapping[str, Content]) -> dict[str, Content]:
+    """path -> content after the patch, for every target (``None``: absent)."""
+    state = dict(pre)
+    for op in ops:
+        cur = state.get(op.path)
+        if op.kind == "add":
+            state[op.path] = ("\n".join(op.content) + "\n").encode("utf-8")
+        elif op.kind == "delete":
+            if cur is None:
+                raise ToolRefused(f"apply_patch: {op.path} does not exist")
+            state[op.path] = None
+        else:
+            if cur is None:
+                raise ToolRefused(f"apply_patch: {op.path} does not exist")
+            try:
+                text = cur.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ToolRefused(f"apply_patch: {op.path} is not UTF-8 text") from None
+            out = apply_update(text, op.chunks, op.path).encode("utf-8")
+            if op.move_to and op.move_to != op.path:
+                state[op.path] = None
+                state[op.move_to] = out
+            else:
+                state[op.path] = out
+    return state

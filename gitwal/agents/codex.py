@@ -1,0 +1,128 @@
+"""Codex CLI: hook payloads -> actions; the reply protocol is Claude Code's.
+
+Codex reads hooks from ``.codex/hooks.json`` (project) and
+``~/.codex/hooks.json`` (user), in the same event -> matcher group ->
+handlers shape. Tool events carry ``session_id``, ``turn_id``,
+``transcript_path``, ``cwd``, ``hook_event_name``, ``model``, ``tool_name``
+(``Bash``, ``apply_patch``, MCP tools), ``tool_use_id`` and ``tool_input``;
+for both ``Bash`` and ``apply_patch`` the text is ``tool_input.command``
+(the patch itself for ``apply_patch``). PostToolUse adds ``tool_response``.
+``SessionStart`` carries ``source``, ``PreCompact`` ``trigger``. Exit 2
+with a reason on stderr blocks a PreToolUse call.
+
+An ``apply_patch`` call is one intent for every file it adds, updates,
+moves or deletes: all post-images are computed from the patch before it
+applies (apply_patch.py) and logged together (``write_files``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..errors import WalError
+from ..external import Call
+from . import apply_patch
+from .claude import call_of as claude_call
+from .claude import render
+from .engine import (
+    Action,
+    Close,
+    Compute,
+    FileStep,
+    Ignore,
+    PreCompact,
+    SessionStart,
+    ShellStep,
+    TurnEnd,
+)
+
+AGENT = "codex"
+PREFIX = "codex"
+SHELL_TOOLS = ("Bash", "shell", "local_shell", "exec_command")
+PATCH_TOOLS = ("apply_patch",)
+MATCHER = "Bash|apply_patch|shell|local_shell|exec_command"
+EVENTS: dict[str, str | None] = {
+    "PreToolUse": MATCHER,
+    "PostToolUse": MATCHER,
+    "SessionStart": None,
+    "PreCompact": None,
+    "Stop": None,
+}
+TIMEOUT = 60  # seconds
+CLOSING = ("PostToolUse",)
+BLOCKING = ("PreToolUse", "PreCompact")
+INSTALL_NOTE = ("Codex runs these hooks while its hooks feature is on (the default in "
+                "current releases; older ones need `[features] codex_hooks = true` in "
+                "~/.codex/config.toml).")
+
+__all__ = ["AGENT", "PREFIX", "action", "groups", "render"]
+
+
+def call_of(payload: Mapping[str, Any]) -> Call:
+    c = claude_call(payload)
+    return Call(AGENT, c.tool, c.call_id, c.thread)
+
+
+def _text(tool_input: Mapping[str, Any]) -> str:
+    for key in ("command", "patch", "input"):
+        value = tool_input.get(key)
+        if isinstance(value, list):  # a shell call given as argv
+            return " ".join(str(v) for v in value)
+        if isinstance(value, str):
+            return value
+    return ""
+
+
+def _patch_step(call: Call, text: str) -> Action:
+    ops = apply_patch.parse(text)
+    paths = apply_patch.targets(ops)
+
+    def bind(rel: Sequence[str]) -> Compute:
+        def compute(pre: tuple[bytes | None, ...]) -> tuple[bytes | None, ...]:
+            post = apply_patch.post_images(ops, dict(zip(paths, pre, strict=True)))
+            return tuple(post[p] for p in paths)
+        return compute
+
+    return FileStep(call, tuple(paths), bind)
+
+
+def action(event: str, payload: Mapping[str, Any]) -> Action:
+    tool = payload.get("tool_name")
+    tool_input = payload.get("tool_input")
+    if not isinstance(tool_input, dict):
+        tool_input = {}
+    if event in ("PreToolUse", "PostToolUse"):
+        call = call_of(payload)
+        if tool in PATCH_TOOLS:
+            text = _text(tool_input)
+            if event == "PreToolUse":
+                try:
+                    return _patch_step(call, text)
+                except WalError as e:  # an unparseable patch is Codex's to report
+                    return Ignore(e.message)
+            try:
+                paths = tuple(apply_patch.targets(apply_patch.parse(text)))
+            except WalError:
+                paths = ()
+            return Close(call, paths)
+        if tool in SHELL_TOOLS:
+            if event == "PreToolUse":
+                return ShellStep(call, _text(tool_input))
+            return Close(call, ())
+        return Ignore(f"tool {tool!r} is not logged")
+    if event == "SessionStart":
+        return SessionStart(str(payload.get("source") or "startup"))
+    if event == "PreCompact":
+        return PreCompact(str(payload.get("trigger") or "manual"))
+    if event == "Stop":
+        return TurnEnd()
+    return Ignore(f"event {event!r} is not handled")
+
+
+def groups(command: str) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for event, matcher in EVENTS.items():
+        handler = {"type": "command", "command": command, "timeout": TIMEOUT}
+        out[event] = ({"matcher": matcher} if matcher else {}) | {"hooks": [handler]}
+    return out
