@@ -40,7 +40,9 @@ from tests.e2e.claude import (
     install_gitwal_hooks,
     make_project,
     noop_like,
+    private_runtime_dir,
     sealed_env,
+    stop_servers,
 )
 from tests.e2e.fake_api import FakeApi
 from tests.e2e.install_claude import VERSION, find_claude
@@ -60,8 +62,13 @@ class Setup:
 
 
 def session(claude: Path, work: Path, setup: Setup, n: int, edits: int,
-            latency: float) -> float:
-    """One scripted session; its wall time in seconds (checked before it counts)."""
+            latency: float, runtime: Path) -> float:
+    """One scripted session; its wall time in seconds (checked before it counts).
+
+    gitwal's hook server for the session's repository (started by its first
+    hook, so its start is part of the session) is stopped afterwards: its
+    idle tree checks must not run into the next session's time.
+    """
     name = f"{setup.kind}-{n}"
     files = rename_files(edits)
     plan = sorted(p for p in files if p.startswith("src/f"))
@@ -72,6 +79,7 @@ def session(claude: Path, work: Path, setup: Setup, n: int, edits: int,
         out = ClaudeCode(claude, work / f"home-{name}", api.url).run(repo, PROMPT)
         results = edit_results(api.main_requests)
         errors = api.errors
+    stop_servers(runtime)
     result = out.result
     bad = [p for p, rs in results.items() if len(rs) != 1 or rs[0].get("is_error")]
     if out.returncode != 0 or result.get("is_error") or errors or bad or len(results) != edits:
@@ -86,8 +94,8 @@ def session(claude: Path, work: Path, setup: Setup, n: int, edits: int,
     return out.seconds
 
 
-def measure(claude: Path, work: Path, runs: int, edits: int,
-            latency: float) -> dict[str, list[float]]:
+def measure(claude: Path, work: Path, runs: int, edits: int, latency: float,
+            runtime: Path) -> dict[str, list[float]]:
     probe = work / "probe"
     probe.mkdir()
     env = sealed_env(work / "home-probe")
@@ -96,12 +104,12 @@ def measure(claude: Path, work: Path, runs: int, edits: int,
     setups = [Setup("gitwal", "gitwal"), Setup("no-op", noop_like(template)),
               Setup("none", None)]
     for s in setups:  # warm-up: page cache, bytecode, Claude Code's first start
-        session(claude, work, s, 0, edits, latency)
+        session(claude, work, s, 0, edits, latency, runtime)
     times: dict[str, list[float]] = {s.kind: [] for s in setups}
     for n in range(1, runs + 1):
         order = setups if n % 2 else setups[::-1]
         for s in order:
-            times[s.kind].append(session(claude, work, s, n, edits, latency))
+            times[s.kind].append(session(claude, work, s, n, edits, latency, runtime))
             print(f"claude_session: run {n}/{runs} {s.kind}: {times[s.kind][-1]:.2f} s",
                   file=sys.stderr, flush=True)
     return times
@@ -142,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     work = Path(tempfile.mkdtemp(prefix="gitwal-claude-bench-"))
     try:
-        times = measure(found.path, work, args.runs, args.edits, args.latency)
+        with private_runtime_dir() as runtime:
+            times = measure(found.path, work, args.runs, args.edits, args.latency, runtime)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(render(times, args.edits, args.latency))

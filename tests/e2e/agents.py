@@ -9,6 +9,7 @@ crash, the only account of an interrupted call is gitwal's resume prompt.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -149,10 +150,12 @@ def bash(command: str, description: str = "Run a step of the task") -> ToolUse:
 
 
 def edit_results(requests: Sequence[Request]) -> dict[str, list[dict[str, Any]]]:
-    """Every Edit tool result Claude Code reported, by file, across ``requests``.
+    """The result of every Edit call Claude Code reported, by file, across ``requests``.
 
-    Keyed by ``file_path``; each tool_use id counted once although later
-    requests repeat the whole transcript.
+    One entry per tool_use id, although later requests repeat the transcript.
+    After a SIGKILL the resumed transcript can lack results that an earlier
+    request carried (Claude Code writes it behind), and marks such a call
+    interrupted: a successful result seen in any request wins.
     """
     uses: dict[str, str] = {}
     results: dict[str, dict[str, Any]] = {}
@@ -161,9 +164,17 @@ def edit_results(requests: Sequence[Request]) -> dict[str, list[dict[str, Any]]]
             if u.get("name") == "Edit":
                 uses[u["id"]] = str(u.get("input", {}).get("file_path", ""))
         for r in req.tool_results():
-            if r.get("tool_use_id") in uses:
-                results[r["tool_use_id"]] = r
+            tid = r.get("tool_use_id")
+            if tid in uses and (tid not in results or results[tid].get("is_error")):
+                results[tid] = r
     out: dict[str, list[dict[str, Any]]] = {}
     for tid, r in results.items():
         out.setdefault(uses[tid], []).append(r)
     return out
+
+
+INTERRUPTED = "outcome is unknown"  # Claude Code's result for a call cut off by a crash
+
+
+def is_interrupted(result: dict[str, Any]) -> bool:
+    return bool(result.get("is_error")) and INTERRUPTED in json.dumps(result.get("content"))

@@ -9,13 +9,17 @@ setup never leaks into a test.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -141,6 +145,69 @@ def wait_until(cond: Callable[[], bool], timeout: float, what: str,
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for: {what}")
         time.sleep(interval)
+
+
+# -- gitwal's hook servers ---------------------------------------------------------
+
+
+@contextmanager
+def private_runtime_dir() -> Iterator[Path]:
+    """A fresh ``XDG_RUNTIME_DIR`` for gitwal's hook servers, stopped on exit.
+
+    The hooks start one long-lived server per repository, with its socket
+    and lock in ``$XDG_RUNTIME_DIR/gitwal``. A private directory keeps the
+    tests' servers apart from the user's, and lets the tests stop exactly the
+    servers they started. The path is short: a socket path must fit in 108
+    bytes.
+    """
+    path = Path(tempfile.mkdtemp(prefix="gwrt-"))  # mode 0700, as the servers require
+    old = os.environ.get("XDG_RUNTIME_DIR")
+    os.environ["XDG_RUNTIME_DIR"] = str(path)
+    try:
+        yield path
+    finally:
+        if old is None:
+            os.environ.pop("XDG_RUNTIME_DIR", None)
+        else:
+            os.environ["XDG_RUNTIME_DIR"] = old
+        stop_servers(path)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def stop_servers(runtime: Path, timeout: float = 10.0) -> None:
+    """SIGTERM (then SIGKILL) every hook server whose lock in ``runtime`` is held.
+
+    A server holds an flock on ``gitwal/<key>.lock`` for its life and wrote
+    its pid there; a lock nobody holds belongs to a server that is gone, and
+    its pid is not signalled.
+    """
+    for lock in sorted(runtime.glob("gitwal/*.lock")):
+        with lock.open("r") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                continue  # no server holds it
+            except BlockingIOError:
+                pass
+            try:
+                pid = int(f.read().strip() or "0")
+            except ValueError:
+                continue
+            if pid <= 0:
+                continue
+            deadline = time.monotonic() + timeout
+            sig = signal.SIGTERM
+            while True:
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.05)
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break  # it let go: stopped
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        sig = signal.SIGKILL
 
 
 # -- hook configurations --------------------------------------------------------

@@ -4,10 +4,12 @@ on first use; the tests skip, saying why, where it cannot be had)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from .claude import private_runtime_dir
 from .install_claude import find_claude
 
 
@@ -19,3 +21,10 @@ def claude_bin() -> Path:
             pytest.fail(f"Claude Code is required (GITWAL_E2E_REQUIRE): {found.reason}")
         pytest.skip(f"Claude Code end-to-end tests skipped: {found.reason}")
     return found.path
+
+
+@pytest.fixture(autouse=True)
+def hook_servers() -> Iterator[Path]:
+    """gitwal's hook servers of this test: a private runtime dir, stopped after it."""
+    with private_runtime_dir() as path:
+        yield path

@@ -46,7 +46,9 @@ def main(argv: list[str]) -> int:
         if argv[1] in json.dumps(payload.get("tool_input", {})):
             # Claude Code starts each hook in a process group of its own, which
             # outlives a SIGKILL of Claude Code: the test ends it by this id.
-            Path(argv[2]).write_text(str(os.getpgid(0)))
+            tmp = Path(argv[2] + ".tmp")  # renamed into place: never seen half-written
+            tmp.write_text(str(os.getpgid(0)))
+            tmp.rename(argv[2])
             time.sleep(GATE_SECONDS)
         return 0
     print(f"unknown helper {argv[0]!r}", file=sys.stderr)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tests.conftest import init_repo
 
-from .agents import OLD, RenameAgent, edit_results, rename_files, renamed
+from .agents import RenameAgent, edit_results, is_interrupted, rename_files, renamed
 from .claude import ClaudeCode, hooks_settings, sigkill, wait_until, write_settings
 from .fake_api import FakeApi, Request, Text
 from .hook_helpers import command, stop_gate
@@ -44,8 +44,11 @@ def test_scripted_edits_reach_the_hooks_with_their_tool_use_ids(
         assert (repo / p).read_text() == text
 
 
-def test_a_killed_call_is_of_unknown_outcome_to_the_resumed_session(
+def test_after_a_kill_the_transcript_cannot_tell_what_took_effect(
         tmp_path: Path, claude_bin: Path) -> None:
+    """Killed while the Edit of f02 waits in PreToolUse: f01 is renamed, f02 is not.
+    The resumed session's transcript ends with a call "of unknown outcome":
+    f02's, or even f01's, whose result Claude Code had not yet written down."""
     files = rename_files(3)
     plan = sorted(p for p in files if p.startswith("src/f"))
     repo = tmp_path / "repo"
@@ -57,21 +60,26 @@ def test_a_killed_call_is_of_unknown_outcome_to_the_resumed_session(
     with FakeApi(RenameAgent(repo, files, plan)) as api:
         cc = ClaudeCode(claude_bin, tmp_path / "home", api.url)
         proc = cc.start(repo, "rename", session_id=sid, log=tmp_path / "first.log")
-        wait_until(entered.exists, 60, "the PreToolUse gate for f02.ts", proc)
-        sigkill(proc)
-        stop_gate(entered)
-        assert (repo / "src/f02.ts").read_text() == files["src/f02.ts"]
-        seen = len(api.requests)
+        try:
+            wait_until(entered.exists, 60, "the PreToolUse gate for f02.ts", proc)
+        finally:
+            sigkill(proc)
+            stop_gate(entered)
+        emitted = [u.id for u in api.emitted]
 
-        def interrupted(req: Request) -> list[Text]:
-            return [Text("stopping")]
+    def stop(req: Request) -> list[Text]:
+        return [Text("stopping")]
 
-        with FakeApi(interrupted) as api2:
-            out = ClaudeCode(claude_bin, tmp_path / "home", api2.url).run(
-                repo, "continue", resume=sid)
-            first = api2.main_requests[0]
-    assert seen >= 2 and out.returncode == 0, out.stderr
-    [cut] = [r for r in first.tool_results()
-             if r["tool_use_id"] == first.tool_uses()[-1]["id"]]
-    assert cut.get("is_error") is True and "outcome is unknown" in json.dumps(cut)
-    assert OLD in (repo / "src/f02.ts").read_text()
+    with FakeApi(stop) as api2:
+        out = ClaudeCode(claude_bin, tmp_path / "home", api2.url).run(
+            repo, "continue", resume=sid)
+        first = api2.main_requests[0]
+    assert out.returncode == 0, out.stderr
+    assert (repo / "src/f01.ts").read_text() == renamed(files, plan)["src/f01.ts"]
+    assert (repo / "src/f02.ts").read_text() == files["src/f02.ts"]
+    assert len(emitted) == 2
+    transcript = json.dumps(first.messages)[-3000:]
+    last_use = first.tool_uses()[-1]
+    assert last_use["id"] in emitted, transcript
+    [cut] = [r for r in first.tool_results() if r["tool_use_id"] == last_use["id"]]
+    assert is_interrupted(cut), transcript
