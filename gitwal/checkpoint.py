@@ -17,7 +17,7 @@ from .durable import crash_point
 from .effects import run_check
 from .errors import WalError
 from .ids import CommitId, Lsn, TreeId
-from .records import Checkpoint, Commit, Intent, Plan, Record, Seal, encode
+from .records import Checkpoint, Commit, Intent, Plan, Record, Seal, Unlogged, encode
 from .run import Run
 from .store import ARCHIVE_PREFIX, CHECKPOINT_PREFIX, Ref, RunSealed
 from .worktree import Worktree, blob_id, tree_state
@@ -72,13 +72,17 @@ def _git(wt: Worktree, *args: str, input: str | None = None) -> str:
     return proc.stdout
 
 
-def expected_state(repo: pygit2.Repository, wt: Worktree,
-                   records: list[Record]) -> dict[str, str]:
-    """path -> object id (or ABSENT) that the committed steps of ``records`` left."""
+def expected_state(repo: pygit2.Repository, wt: Worktree, records: list[Record],
+                   with_unlogged: bool = False) -> dict[str, str]:
+    """path -> object id (or ABSENT) that the committed steps of ``records`` left
+    (``with_unlogged``: or that an ``unlogged`` record saw since, if it is newer)."""
     intents: dict[int, Intent] = {}
     out: dict[str, str] = {}
     for rec in records:
-        if isinstance(rec, Intent):
+        if isinstance(rec, Unlogged):
+            if with_unlogged:
+                out.update(zip(rec.paths, rec.observed, strict=True))
+        elif isinstance(rec, Intent):
             intents[rec.lsn] = rec
         elif isinstance(rec, Commit):
             intent = intents[rec.intent]
@@ -129,10 +133,14 @@ def checkpoint(run: Run, message: str | None = None, check: str | None = None,
         plan = store.plan(records[0])
         snap = wt.snapshot(run.id)
         unlogged = unexplained(run, records, _base_tree(run, records[0], plan), snap)
-        if unlogged and not include_unlogged:
-            shown = ", ".join(unlogged[:10]) + (" ..." if len(unlogged) > 10 else "")
+        # A change an `unlogged` record already saw is on record: the checkpoint
+        # lists it like any unlogged path, but needs no --include-unlogged.
+        seen = expected_state(repo, wt, records, with_unlogged=True) if unlogged else {}
+        pending = [p for p in unlogged if seen.get(p) != tree_state(repo, snap, p)]
+        if pending and not include_unlogged:
+            shown = ", ".join(pending[:10]) + (" ..." if len(pending) > 10 else "")
             raise CheckpointRefused(
-                f"{len(unlogged)} path(s) changed that no committed step explains: {shown}",
+                f"{len(pending)} path(s) changed that no committed step explains: {shown}",
                 "undo those changes, or pass --include-unlogged to record them as unlogged",
             )
         lsn = Lsn(records[-1].lsn + 1)

@@ -187,3 +187,41 @@ def test_drop_archives_then_deletes(repo: Path) -> None:
     missing = wal(repo, "status")
     assert missing.returncode == 1 and "git wal begin" in missing.stderr
     assert Wal(repo).runs() == []
+
+
+def record_unlogged(repo: Path, run: str, path: str) -> None:
+    """What an agent hook writes when it notices a change nobody logged."""
+    from gitwal.ids import ABSENT, Lsn, RunId
+    from gitwal.records import Unlogged
+    from gitwal.store import Ref, Store
+    from gitwal.worktree import blob_id
+
+    w = Wal(repo)
+    store = Store(w.repo, RunId(run))
+    with store.locked():
+        head = store.head()
+        last = store.head_records(head)[-1] if head else None
+        assert last is not None
+        observed = blob_id((repo / path).read_bytes())
+        w.repo.create_blob((repo / path).read_bytes())
+        store.append([Unlogged(RunId(run), Lsn(last.lsn + 1), (path,), (ABSENT,), (observed,),
+                               "test")], [Ref(observed)], head)
+
+
+def test_checkpoint_takes_recorded_unlogged_changes_without_the_flag(repo: Path) -> None:
+    run = begin_with_steps(repo, 1)
+    (repo / "seen.txt").write_text("made by hand, then noticed\n")
+    record_unlogged(repo, run, "seen.txt")
+    (repo / "unseen.txt").write_text("made by hand, never noticed\n")
+    refused = wal(repo, "checkpoint", "--detached")
+    assert refused.returncode == 1
+    assert "1 path(s) changed that no committed step explains: unseen.txt" in refused.stderr
+    (repo / "unseen.txt").unlink()
+    (repo / "seen.txt").write_text("changed again after it was noticed\n")
+    refused = wal(repo, "checkpoint", "--detached")  # the record saw another content
+    assert "explains: seen.txt" in refused.stderr
+    (repo / "seen.txt").write_text("made by hand, then noticed\n")
+    out = json.loads(ok(repo, "checkpoint", "--detached", "--json"))
+    assert out["unlogged"] == ["seen.txt"]  # listed in the record all the same
+    assert rows(repo)[-1]["unlogged"] == ["seen.txt"]
+    assert json.loads(ok(repo, "verify", "--json"))["ok"]

@@ -106,13 +106,20 @@ def _progress(n: int, of: int, run: str, what: str) -> None:
 @click.option("--require-signed", is_flag=True, help="An unsigned append is a failure.")
 @click.option("--require-sealed", is_flag=True,
               help="A run that does not end in a valid seal is a failure.")
+@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
 @handled
 def verify_(run_id: str | None, everything: bool, branch: str | None, fmt: str,
-            allowed: Path | None, require_signed: bool, require_sealed: bool) -> None:
+            allowed: Path | None, require_signed: bool, require_sealed: bool,
+            as_json: bool) -> None:
     """Check run logs: chain, intents, checkpoints, unlogged changes, signatures, seals."""
     if run_id and everything:
         raise click.UsageError("--run and --all exclude each other",
                                click.get_current_context())
+    if as_json:
+        if fmt not in ("text", "json"):
+            raise click.UsageError("--json and --format junit exclude each other",
+                                   click.get_current_context())
+        fmt = "json"
     repo = open_repo(".")
     runs = select_runs(repo, run_id, everything)
     options = Options(branch=branch, allowed_signers=_allowed_signers(repo, allowed),
