@@ -34,6 +34,12 @@ def redo_command(tool: str, args: dict[str, Any], step: int | None = None) -> st
         return f"{apply} delete-file {q(args['path'])}"
     if tool == "move_file":
         return f"{apply} move-file {q(args['src'])} {q(args['dst'])}"
+    if tool == "write_files":  # an agent's multi-file call: one command per path
+        return " && ".join(
+            f"{apply} delete-file {q(path)}" if content == "absent" else
+            f"git cat-file blob {content} | {apply} write-file {q(path)} --from -"
+            for path, content in zip(args.get("paths", []), args.get("contents", []),
+                                     strict=False))
     return f"{tool} {args}"
 
 

@@ -3,6 +3,7 @@ Claude Code sends them, real repositories; the log is read back with `git wal`."
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -138,6 +139,8 @@ def test_prediction_miss_commits_the_observed_post(repo: Path) -> None:
     assert wal_status(repo, RUN)["prediction_miss"] == [intent["lsn"]]
     assert "prediction miss" in ok(repo, "status", "--run", RUN)
     assert "(prediction miss)" in ok(repo, "log", "--run", RUN)
+    # verify accepts an agent's declared miss (replay of its Edit would not) ...
+    assert json.loads(ok(repo, "verify", "--run", RUN, "--json"))["ok"]
 
 
 def test_post_tool_use_failure_aborts_and_leaves_the_tree(repo: Path) -> None:

@@ -124,6 +124,8 @@ def test_apply_patch_is_one_multi_target_intent(repo: Path) -> None:
     [commit] = [x for x in log if x["type"] == "commit"]
     assert commit["post"] == intent["post"] and commit["verified"].startswith("hash==post")
     assert [x for x in log if x["type"] == "unlogged"] == []
+    verified = json.loads(ok(repo, "verify", "--run", RUN, "--json"))
+    assert verified["ok"], verified
 
 
 def test_a_patch_that_does_not_apply_logs_nothing(repo: Path) -> None:
