@@ -11,10 +11,29 @@ A harness imports this::
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .errors import WalError
-from .recovery import Report
-from .run import Run, StepResult
-from .wal import RunInfo, Status, Wal
+
+if TYPE_CHECKING:
+    from .recovery import Report
+    from .run import Run, StepResult
+    from .wal import RunInfo, Status, Wal
 
 __all__ = ["Report", "Run", "RunInfo", "Status", "StepResult", "Wal", "WalError"]
 __version__ = "0.1.0"
+
+# Loaded on first use: `import gitwal.<module>` must not pay for pygit2 when
+# that module does not need it (agent hook clients, `--help`).
+_LAZY = {"Report": "recovery", "Run": "run", "StepResult": "run", "RunInfo": "wal",
+         "Status": "wal", "Wal": "wal"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gitwal' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
