@@ -15,7 +15,7 @@ import pygit2
 from .durable import atomic_write, makedirs_durable, unlink_durable
 from .errors import CorruptLog, NotARepository, UnknownRun, WalError
 from .ids import Lsn, RunId, valid_run_id
-from .records import Abort, Checkpoint, Commit, Intent, Plan, Record, Unlogged, encode
+from .records import Abort, Checkpoint, Commit, Intent, Plan, Record, Seal, Unlogged, encode
 from .recovery import Recovery, Report
 from .run import Run
 from .store import Store, list_runs, wal_dir
@@ -48,6 +48,7 @@ class Status:
     checkpoint: Lsn | None = None  # LSN of the newest checkpoint; lists start after it
     unlogged: tuple[Lsn, ...] = ()  # `unlogged` records: changes with no durable intent
     missed: tuple[Lsn, ...] = ()  # committed intents whose commit recorded another post
+    sealed: Lsn | None = None  # LSN of the seal: the run is finished, nothing may follow
 
 
 class Wal:
@@ -157,6 +158,7 @@ class Wal:
             # A prediction miss: an agent step whose commit recorded what it observed.
             tuple(i for i in intents if isinstance(c := closed.get(i), Commit)
                   and posts[i] is not None and c.post != posts[i]),
+            records[-1].lsn if isinstance(records[-1], Seal) else None,
         )
 
     def history(self, run_id: str | None = None) -> list[tuple[Record, bytes]]:

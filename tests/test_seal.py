@@ -156,6 +156,8 @@ def test_nothing_is_appended_after_a_seal(repo: Path, tmp_path: Path) -> None:
     # refused before anything was committed: no stray commit or checkpoint ref
     assert git(repo, "rev-parse", "HEAD") == branch
     assert git(repo, "for-each-ref", "refs/wal-checkpoints/") == checkpoints
+    assert json.loads(ok(repo, "status", "--json"))["sealed"] == 7
+    assert "sealed at LSN 7" in ok(repo, "status")
     gate = json.loads(ok(repo, "gate", "--json"))
     assert gate["safe"] and "sealed" in gate["reason"], gate
     assert not (repo / "ran.txt").exists() and not (repo / "new.txt").exists()

@@ -105,9 +105,11 @@ def status(run_id: str | None, as_json: bool) -> None:
                    "committed": list(st.committed), "aborted": list(st.aborted),
                    "open": list(st.open), "next_lsn": st.next_lsn,
                    "checkpoint": st.checkpoint, "unlogged": list(st.unlogged),
-                   "prediction_miss": list(st.missed)})
+                   "prediction_miss": list(st.missed), "sealed": st.sealed})
         return
     click.echo(f"run {st.run}: {st.task}")
+    if st.sealed:
+        click.echo(f"  sealed at LSN {st.sealed}: finished, nothing may be appended")
     if st.checkpoint:
         click.echo(f"  newest checkpoint: LSN {st.checkpoint} (counts below are after it)")
     click.echo(f"  {len(st.committed)} committed, {len(st.aborted)} aborted, "
