@@ -115,30 +115,48 @@ def rename_session(tmp_path: Path, claude_bin: Path, name: str) -> tuple[Path, R
     return repo, RenameAgent(repo, files, plan)
 
 
-def test_rename_killed_between_pre_tool_use_and_the_edit_resumes_at_that_file(
-        tmp_path: Path, claude_bin: Path) -> None:
+def renamed_prefix(repo: Path, agent: RenameAgent) -> int:
+    """How many plan files, from the first, the tree holds renamed (the rest untouched)."""
+    done = [(repo / p).read_text() != agent.files[p] for p in agent.plan]
+    n = done.index(False) if False in done else len(done)
+    assert not any(done[n:]), f"renamed out of order: {done}"
+    return n
+
+
+@pytest.mark.parametrize("moment", ["at-pre-tool-use", "after-the-edit"])
+def test_rename_killed_mid_run_resumes_exactly_where_the_log_says(
+        tmp_path: Path, claude_bin: Path, moment: str) -> None:
+    """Killed while Edit #23 waits after gitwal's PreToolUse (its intent logged, the
+    file untouched), or as soon as Edit #23 has changed its file (gitwal's
+    PostToolUse may or may not have run)."""
     env = sealed_env(tmp_path / "home")
     repo, agent = rename_session(tmp_path, claude_bin, "killed")
+    files = agent.files
     victim = agent.plan[KILL_AT - 1]
     entered = tmp_path / "gate-entered"
-    write_settings(repo, hooks_settings({"PreToolUse": command("gate", victim, str(entered))},
-                                        matcher="Edit"), "settings.local.json")
+    if moment == "at-pre-tool-use":
+        write_settings(repo, hooks_settings(
+            {"PreToolUse": command("gate", victim, str(entered))}, matcher="Edit"),
+            "settings.local.json")
     sid = str(uuid.uuid4())
     with FakeApi(agent, log_path=tmp_path / "requests.jsonl") as api:
         cc = ClaudeCode(claude_bin, tmp_path / "home", api.url)
         proc = cc.start(repo, PROMPT, session_id=sid, log=tmp_path / "killed.log")
         try:
-            wait_until(entered.exists, WAIT, f"the Edit of {victim} at PreToolUse", proc)
-            wait_until(lambda: (open_intent(repo, env) or {}).get("target") == victim, WAIT,
-                       f"gitwal's intent for {victim}", proc)
+            if moment == "at-pre-tool-use":
+                wait_until(entered.exists, WAIT, f"the Edit of {victim} at PreToolUse", proc)
+                wait_until(lambda: (open_intent(repo, env) or {}).get("target") == victim,
+                           WAIT, f"gitwal's intent for {victim}", proc)
+            else:
+                wait_until(lambda: (repo / victim).read_text() != files[victim], WAIT,
+                           f"the Edit of {victim} landing", proc, interval=0.002)
         finally:
             sigkill(proc)
             stop_gate(entered)
-        (repo / ".claude" / "settings.local.json").unlink()
-        files = agent.files
-        # The kill left: files before the victim renamed, the victim and later untouched.
-        assert tree_files(repo) == {**files, **renamed(files, agent.plan[:KILL_AT - 1])} | {
-            ".claude/settings.json": (repo / ".claude/settings.json").read_text()}
+        (repo / ".claude" / "settings.local.json").unlink(missing_ok=True)
+        # The tree after the kill: a renamed prefix of the plan, nothing else touched.
+        point = renamed_prefix(repo, agent)
+        assert point == KILL_AT - 1 if moment == "at-pre-tool-use" else point >= KILL_AT
         first_seq = len(api.requests)
 
         out = cc.run(repo, "continue", resume=sid, timeout=600)
@@ -148,29 +166,39 @@ def test_rename_killed_between_pre_tool_use_and_the_edit_resumes_at_that_file(
         all_requests = api.main_requests
         emitted = [u for u in api.emitted if u.name == "Edit"]
 
-    # The resumed session's first request holds gitwal's resume prompt, which names
-    # the victim as the point to continue from; the scripted model went on from there.
+    # The resumed session's first request holds gitwal's resume prompt, and the
+    # point it names is the first file the tree does not hold renamed: the scripted
+    # model, which reads the point from the prompt alone, went on from there.
     text = resumed[0].all_text()
+    assert agent.resumes and agent.resumes[0] == (resumed[0].seq, point), text[-3000:]
     action = [ln for ln in text.splitlines() if ln.startswith("Action:")]
-    assert action and victim in action[-1], text[-3000:]
-    assert agent.resumes and agent.resumes[0] == (resumed[0].seq, KILL_AT - 1)
+    if moment == "at-pre-tool-use":
+        assert action and victim in action[-1], text[-3000:]
 
-    # Every file renamed exactly once. The model asked for one Edit per file, two for
-    # the victim (its first call was killed before the tool ran); each file has
-    # exactly one successful Edit across both sessions, and no Edit failed (a
-    # result the resumed transcript lost is marked interrupted by Claude Code).
-    asked: dict[str, int] = {}
+    # Every file renamed exactly once. The model asked for one Edit per file, twice
+    # only for the file whose call was in flight, not yet run, at the kill. No Edit
+    # failed (a redone edit would fail: its old string is gone); a result that the
+    # resumed transcript lost is marked interrupted by Claude Code, and a result
+    # Claude Code never sent (killed first) is in no request at all.
+    asked: dict[str, list[str]] = {}
     for use in emitted:
-        asked[str(use.input["file_path"])] = asked.get(str(use.input["file_path"]), 0) + 1
-    assert asked == {str(repo / p): 2 if p == victim else 1 for p in agent.plan}
-    results = edit_results(all_requests)
-    assert sorted(results) == [str(repo / p) for p in agent.plan]
-    for path, rs in results.items():
-        assert len([r for r in rs if not r.get("is_error")]) == 1, (path, rs)
+        asked.setdefault(str(use.input["file_path"]), []).append(use.id)
+    assert sorted(asked) == [str(repo / p) for p in agent.plan]
+    twice = {p for p, ids in asked.items() if len(ids) != 1}
+    if moment == "at-pre-tool-use":
+        assert twice == {str(repo / victim)} and len(asked[str(repo / victim)]) == 2
+    else:
+        assert twice <= {str(repo / p) for p in agent.plan[point:point + 1]}, asked
+    for path, rs in edit_results(all_requests).items():
+        assert len([r for r in rs if not r.get("is_error")]) <= 1, (path, rs)
         assert all(is_interrupted(r) for r in rs if r.get("is_error")), (path, rs)
-    # ... and the log agrees: one committed intent per file, nothing open.
+    # The log: one committed intent per file, for the call that ran; nothing open.
     recs = records(repo, env)
     assert committed_per_path(recs) == dict.fromkeys(agent.plan, 1)
+    closed = closing(recs)
+    for r in recs:
+        if r["type"] == "intent" and closed.get(r["lsn"], {}).get("type") == "commit":
+            assert call_of(r) == asked[str(repo / r["target"])][-1], r
     assert recs[-1]["type"] != "intent"
 
     # The final tree is the one an uninterrupted session leaves.
