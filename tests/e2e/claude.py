@@ -28,7 +28,6 @@ VENV_BIN = Path(sys.executable).parent
 # The tools the scripted sessions use; fewer tools keep every request small.
 TOOLS = "Edit,Write,Bash,Read"
 EVENTS_WITH_MATCHER = ("PreToolUse", "PostToolUse", "PostToolUseFailure")
-EVENTS = (*EVENTS_WITH_MATCHER, "SessionStart", "PreCompact")
 
 
 @dataclass(frozen=True)
@@ -114,7 +113,11 @@ class ClaudeCode:
 
     def start(self, repo: Path, prompt: str, *, session_id: str | None = None,
               resume: str | None = None, log: Path | None = None) -> subprocess.Popen[bytes]:
-        """Start ``claude`` in its own process group (so a kill takes its hooks too)."""
+        """Start ``claude`` in a process group of its own, for :func:`sigkill`.
+
+        Its hooks run in process groups of their own and outlive that kill,
+        as they would a real crash.
+        """
         out = log.open("wb") if log else subprocess.DEVNULL
         try:
             return subprocess.Popen(self.argv(prompt, session_id=session_id, resume=resume),
