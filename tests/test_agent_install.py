@@ -119,3 +119,27 @@ def test_the_installed_command_runs_the_hook(repo: Path) -> None:
                           env={**os.environ, "GITWAL_NO_SERVER": "1"})  # server: its own tests
     assert proc.returncode == 0, proc.stderr
     assert '"call":"toolu_i"' in ok(repo, "log", "--json", "--run", "claude-s")
+
+
+def test_install_mcp_registers_the_server_beside_the_users_own(repo: Path) -> None:
+    mcp = repo / ".mcp.json"
+    mcp.write_text(json.dumps({"mcpServers": {"db": {"command": "db-mcp", "args": ["-v"]}}}))
+    out = json.loads(ok(repo, "install", "claude", "--mcp", "--json"))
+    assert {"event": ".mcp.json gitwal server", "action": "added"} in out["changes"]
+    servers = json.loads(mcp.read_text())["mcpServers"]
+    assert servers == {"db": {"command": "db-mcp", "args": ["-v"]},
+                       "gitwal": {"command": "git-wal", "args": ["mcp"]}}
+    again = json.loads(ok(repo, "install", "claude", "--mcp", "--json"))
+    assert {"event": ".mcp.json gitwal server", "action": "unchanged"} in again["changes"]
+    ok(repo, "uninstall", "claude", "--mcp")
+    assert json.loads(mcp.read_text()) == {"mcpServers": {"db": {"command": "db-mcp",
+                                                                 "args": ["-v"]}}}
+    assert "hooks" not in settings(repo) or not settings(repo)["hooks"].get("PreToolUse")
+
+
+def test_install_mcp_outside_the_project_scope_is_refused(repo: Path) -> None:
+    proc = wal(repo, "install", "claude", "--scope", "user", "--mcp")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: --mcp registers the server in the project's")
+    assert "hint: use `--scope project`" in proc.stderr
+    assert not (Path(os.environ["HOME"]) / ".claude" / "settings.json").exists()

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from gitwal.agents import claude
+from gitwal.mcp_config import mcp_json_document
 
 from .test_agent_payloads import claude_run, claude_tool, wal_log
 
@@ -24,6 +25,8 @@ def test_the_plugin_declares_the_installed_hooks() -> None:
     assert hooks == {event: [group] for event, group in claude.groups(COMMAND).items()}
     client = Path(claude.__file__).with_name("client.py")
     assert (PLUGIN / "scripts" / "gitwal_client.py").read_bytes() == client.read_bytes()
+    # ... and registers the MCP server exactly as `git wal install claude --mcp` does.
+    assert json.loads((PLUGIN / ".mcp.json").read_text()) == mcp_json_document()
 
 
 def run_plugin_hook(repo: Path, payload: dict[str, object],

@@ -10,6 +10,7 @@ import click
 
 from ..agents import install as inst
 from ..agents.hook import AGENTS, adapter, run_hook
+from ..errors import EXIT_USAGE, WalError
 from ..wal import Wal
 from . import emit_json, handled, main
 from .steps import JSON
@@ -35,18 +36,42 @@ def _show(t: inst.Target, changes: list[inst.Change], as_json: bool) -> None:
         click.echo(f"{t.path}: {c.event}: {c.action}")
 
 
+MCP = click.option("--mcp", "with_mcp", is_flag=True,
+                   help="Claude Code, project scope: also register `git wal mcp` in .mcp.json.")
+
+
+class McpScope(WalError):
+    exit_code = EXIT_USAGE
+
+
+def _mcp_file(agent: str, scope: str) -> Path:
+    if agent != "claude" or scope != "project":
+        raise McpScope(
+            "--mcp registers the server in the project's .mcp.json (Claude Code only)",
+            "use `--scope project`, or register it yourself: "
+            "`claude mcp add --scope user gitwal -- git-wal mcp`")
+    return Wal(".").wt.root / ".mcp.json"
+
+
 @main.command("install")
 @AGENT
 @SCOPE
 @click.option("--in-process", is_flag=True,
               help="Run each hook in its own process (no server; slower).")
+@MCP
 @JSON
 @handled
-def install_(agent: str, scope: str, in_process: bool, as_json: bool) -> None:
+def install_(agent: str, scope: str, in_process: bool, with_mcp: bool, as_json: bool) -> None:
     """Add gitwal's hooks to AGENT's settings (idempotent; other hooks are kept)."""
+    mcp_file = _mcp_file(agent, scope) if with_mcp else None
     t = _target(agent, scope)
     command = inst.hook_command(agent, fast=not in_process)
     changes = inst.install(t, adapter(agent).groups(command))
+    if mcp_file is not None:
+        from ..mcp_config import merge_mcp_json
+
+        added = merge_mcp_json(mcp_file)
+        changes.append(inst.Change(".mcp.json gitwal server", "added" if added else "unchanged"))
     _show(t, changes, as_json)
     note = getattr(adapter(agent), "INSTALL_NOTE", "")
     if note and not as_json:
@@ -56,12 +81,20 @@ def install_(agent: str, scope: str, in_process: bool, as_json: bool) -> None:
 @main.command("uninstall")
 @AGENT
 @SCOPE
+@MCP
 @JSON
 @handled
-def uninstall_(agent: str, scope: str, as_json: bool) -> None:
-    """Remove exactly gitwal's hooks from AGENT's settings."""
+def uninstall_(agent: str, scope: str, with_mcp: bool, as_json: bool) -> None:
+    """Remove exactly gitwal's hooks from AGENT's settings (--mcp: and its MCP entry)."""
+    mcp_file = _mcp_file(agent, scope) if with_mcp else None
     t = _target(agent, scope)
-    _show(t, inst.uninstall(t), as_json)
+    changes = inst.uninstall(t)
+    if mcp_file is not None:
+        from ..mcp_config import remove_from_mcp_json
+
+        if remove_from_mcp_json(mcp_file):
+            changes.append(inst.Change(".mcp.json gitwal server", "removed"))
+    _show(t, changes, as_json)
 
 
 @main.command("hook", hidden=True)
