@@ -152,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with private_runtime_dir() as runtime:
             times = measure(found.path, work, args.runs, args.edits, args.latency, runtime)
+    except (RuntimeError, AssertionError) as e:  # a session that failed is not timed
+        print(f"claude_session: error: {e}", file=sys.stderr)
+        return 1
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(render(times, args.edits, args.latency))
