@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench torture crash-states tools clean
+.PHONY: demo test lint bench torture crash-states tools claude-code clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python -m bench.demo
 
-test: $(STAMP) lint tools
+test: $(STAMP) lint tools claude-code
 	$(BIN)/python -m pytest -q -p no:cacheprovider; rc=$$?; [ $$rc -eq 5 ] && exit 0; exit $$rc
 
 lint: $(STAMP)
@@ -27,8 +27,14 @@ tools:
 	@command -v strace >/dev/null && command -v ssh-keygen >/dev/null || \
 		(apt-get update -qq && apt-get install -y -qq strace openssh-client)
 
-bench: $(STAMP)
+# The pinned Claude Code CLI for tests/e2e (docs/e2e.md), under .cache/;
+# without npm the end-to-end tests skip, saying why.
+claude-code: $(STAMP)
+	$(BIN)/python -m tests.e2e.install_claude
+
+bench: $(STAMP) claude-code
 	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.claude_session
 
 torture: $(STAMP)
 	GITWAL_TORTURE_KILLS=2000 $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/test_torture.py

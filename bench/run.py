@@ -775,9 +775,19 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     sections.sort(key=lambda s: s.title)
     report = render(facts, sections, started, time.perf_counter() - t0)
-    REPORT.write_text(report)
+    REPORT.write_text(report + kept_sections())
     print(report)
     say(f"wrote {REPORT.relative_to(ROOT)} in {time.perf_counter() - t0:.0f} s")
+
+
+def kept_sections() -> str:
+    """The report's sections from 7 on: other benchmarks (bench/agent_hooks.py,
+    bench/claude_session.py) write them; a rerun of this one keeps them."""
+    if not REPORT.exists():
+        return ""
+    text = REPORT.read_text()
+    at = text.find("\n## 7.")
+    return "" if at < 0 else text[at:]
 
 
 if __name__ == "__main__":
