@@ -485,8 +485,19 @@ class External:
             self._notice(state, f"{call.who(event)} (changes of the failed call)",
                          intent.target)
 
-    def settle(self, event: str, wait: float = 0.0) -> Outcome:
-        """Close an intent left open, and record what differs (a hook's check-up)."""
+    def settle(self, event: str, wait: float = 0.0, keep_in_doubt: bool = False) -> Outcome:
+        """Close an intent left open, and record what differs (a hook's check-up).
+
+        ``keep_in_doubt``: an open shell call that changed the tree is in doubt
+        (it may still be running, or may not have finished): leave it open for a
+        decision (``git wal recover``) or for the next tool call to settle.
+        """
+        if keep_in_doubt:
+            with self._state() as state:
+                open_ = self._open(state.records)
+                if open_ is not None and open_.tool == "exec" and self.wt.changed_paths(
+                        TreeId(open_.pre[0]), self.wt.snapshot(self.run.id)):
+                    return Outcome((), open_, f"LSN {open_.lsn} is in doubt: left open")
         call = Call("gitwal", event, "", "settle")  # matches no intent, no thread
 
         def body(state: _State) -> Outcome:
@@ -494,7 +505,6 @@ class External:
             return Outcome(())
 
         return self._locked(call, event, wait, body)
-
 
     def check(self, noticed: str) -> Outcome:
         """Compare the whole tree with the expectation, unless an intent is open

@@ -307,6 +307,62 @@ def test_pre_compact_blocks_with_an_open_intent_and_checkpoints_otherwise(repo: 
     assert again.code == 0 and len(by_type(repo, "checkpoint")) == 1
 
 
+def interrupted_bash(repo: Path) -> dict[str, Any]:
+    """A Bash call whose PreToolUse logged its intent and whose command changed the
+    tree, then Claude Code died (no PostToolUse)."""
+    cmd = {"command": "echo made > made.txt && rm README", "description": "x"}
+    assert run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Bash", cmd,
+                                                "toolu_b")).code == 0
+    subprocess.run(["bash", "-c", cmd["command"]], cwd=repo, check=True)
+    return intents(repo)[-1]
+
+
+def test_session_start_leaves_an_in_doubt_shell_step_open_and_compaction_waits(
+        repo: Path) -> None:
+    assert run_hook(repo, "claude", claude(repo, "SessionStart", source="startup")).code == 0
+    write = {"file_path": str(repo / "c.txt"), "content": "c\n"}
+    pre_post(repo, "Write", write, "toolu_w", lambda: (repo / "c.txt").write_text("c\n"))
+    intent = interrupted_bash(repo)
+    r = run_hook(repo, "claude", claude(repo, "SessionStart", source="resume"))
+    assert r.code == 0, r.err
+    text = r.json()["hookSpecificOutput"]["additionalContext"]
+    assert f"LSN {intent['lsn']} is in doubt" in text
+    assert "Changed paths: README, made.txt" in text
+    # Nothing was appended behind the open intent: it is still the newest record.
+    assert wal_log(repo, RUN)[-1]["lsn"] == intent["lsn"]
+    assert [i["status"] for i in intents(repo)] == ["committed", "open"]
+    r = run_hook(repo, "claude", claude(repo, "PreCompact", trigger="manual"))
+    assert r.code == 2
+    assert f"git wal recover --run {RUN} --restore" in r.err and "Bash:" in r.err
+    assert by_type(repo, "checkpoint") == []
+    proc = wal(repo, "recover", "--run", RUN, "--restore")
+    assert proc.returncode == 0, proc.stderr
+    assert (repo / "README").read_text() == "hello\n" and not (repo / "made.txt").exists()
+    r = run_hook(repo, "claude", claude(repo, "PreCompact", trigger="manual"))
+    assert r.code == 0, r.err
+    assert [i["status"] for i in intents(repo)] == ["committed", "aborted"]
+    assert len(by_type(repo, "checkpoint")) == 1
+
+
+def test_the_next_tool_call_settles_an_in_doubt_shell_step_keeping_its_changes(
+        repo: Path) -> None:
+    assert run_hook(repo, "claude", claude(repo, "SessionStart", source="startup")).code == 0
+    interrupted_bash(repo)
+    assert run_hook(repo, "claude", claude(repo, "SessionStart", source="resume")).code == 0
+    # A turn that ends without a tool call leaves it open too.
+    assert run_hook(repo, "claude", claude(repo, "Stop", stop_hook_active=False)).code == 0
+    assert [i["status"] for i in intents(repo)] == ["open"]
+    # The model goes on instead of deciding: its next call settles the step from
+    # the tree (no silent gap), and nothing is put back.
+    write = {"file_path": str(repo / "c.txt"), "content": "c\n"}
+    assert run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Write", write,
+                                                "toolu_w")).code == 0
+    assert [i["status"] for i in intents(repo)] == ["aborted", "open"]
+    [unlogged] = by_type(repo, "unlogged")
+    assert unlogged["paths"] == ["README", "made.txt"]
+    assert (repo / "made.txt").exists() and not (repo / "README").exists()
+
+
 def test_auto_compaction_settles_an_open_intent_instead_of_failing(repo: Path) -> None:
     edit = {"file_path": str(repo / "README"), "old_string": "hello", "new_string": "bye"}
     assert run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit", edit,

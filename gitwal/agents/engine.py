@@ -29,7 +29,7 @@ import pygit2
 
 from .. import checkpoint as cp
 from ..errors import NotARepository, PathRefused, RunBusy, UnknownRun, WalError
-from ..external import Call, External, Outcome, index_entries
+from ..external import Call, External, Outcome, agent_tag, index_entries
 from ..ids import RunId, valid_run_id
 from ..records import Checkpoint, Commit, Intent, Record, Unlogged
 from ..run import Run
@@ -305,7 +305,8 @@ def _perform(session: Session, action: Action, event: str) -> Reply:
     if isinstance(action, PreCompact):
         return _pre_compact(session, run, action)
     # TurnEnd: the turn is over; compare the whole tree whatever its size.
-    out = session.external(run, shell=True).settle(event, session.config.open_wait)
+    out = session.external(run, shell=True).settle(event, session.config.open_wait,
+                                                   keep_in_doubt=True)
     return Reply(outcome=out)
 
 
@@ -321,9 +322,14 @@ def _session_start(session: Session, action: SessionStart) -> Reply:
         except RunBusy as e:
             notes.append(f"gitwal could not recover run {run.id} now: {e.message}")
         else:
-            notes += [f"LSN {o.lsn} is in doubt; recorded as found (see `git wal log`)"
+            notes += [f"LSN {o.lsn} is in doubt: it stays open until it is decided (see "
+                      "Action), and `/compact` is refused until then"
                       for o in report.outcomes if o.open]
-    External(run, full_check=True).settle(f"SessionStart {action.source}")
+    # Record what differs from the log, but settle nothing: an intent still open
+    # here is one recovery could not decide (in doubt, or a live process held the
+    # run), and only a decision, or the session's next tool call, may close it
+    # (docs/agents.md). Nothing is appended behind an open intent.
+    External(run, full_check=True).check(f"SessionStart {action.source} check")
     others = _other_open_runs(session.wal, run.id)
     return Reply(context=resume_context(session.wal, run, action.source, fresh, notes, others,
                                         report))
@@ -354,11 +360,7 @@ def _pre_compact(session: Session, run: Run, action: PreCompact) -> Reply:
     records = run.store.segment()
     last = records[-1]
     if isinstance(last, Intent) and action.trigger == "manual":
-        return Reply(block=(
-            f"gitwal: intent LSN {last.lsn} ({last.tool} {' '.join(last.target)}) of run "
-            f"{run.id} is open, so compacting could lose the only account of it. Run "
-            f"`git wal recover --run {run.id}` (it decides the step from the tree), then "
-            "compact again."))
+        return Reply(block=_open_intent_block(run, last))
     # trigger auto: refusing would fail the request that needed the room, so
     # settle what is open and secure the rest instead (docs/agents.md).
     session.external(run).settle(f"PreCompact {action.trigger}", session.config.open_wait)
@@ -378,3 +380,23 @@ def _pre_compact(session: Session, run: Run, action: PreCompact) -> Reply:
     since = f" (after LSN {first.lsn})" if isinstance(first, Checkpoint) else ""
     return Reply(warning=f"gitwal: checkpointed run {run.id} at LSN {result.lsn}{since}: "
                          f"{result.git[:12]} on {result.ref}")
+
+
+def _open_intent_block(run: Run, intent: Intent) -> str:
+    """Why a manual compaction is refused, and the exact next step."""
+    tag = agent_tag(intent)
+    what = f"{tag.get('tool')}" if tag else intent.tool
+    if intent.tool == "exec":
+        argv = intent.args.get("argv", [])
+        what += f": {(argv[-1] if argv else '')[:80]}"
+        step = (f"Run `git wal recover --run {run.id} --restore`: it puts back any path the "
+                "interrupted command changed and closes the step (`git wal recover --run "
+                f"{run.id}` only lists them; to keep them instead, go on with the session: "
+                "its next tool call records them as found)")
+    else:
+        what += " " + " ".join(intent.target)
+        step = (f"Run `git wal recover --run {run.id}`: it decides the step from the tree "
+                "(committed if it landed, otherwise aborted; a half-written file is put "
+                "back to its pre-image)")
+    return (f"gitwal: intent LSN {intent.lsn} ({what}) of run {run.id} is open, so "
+            f"compacting could lose the only account of it. {step}; then compact again.")
