@@ -10,6 +10,7 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .records import Intent
     from .recovery import Outcome, Report
 
 
@@ -43,7 +44,26 @@ def redo_command(tool: str, args: dict[str, Any], step: int | None = None) -> st
     return f"{tool} {args}"
 
 
+AGENT_ARG = "agent"  # external.AGENT_ARG (not imported: it would load pygit2)
+
+
+def agent_tool(args: dict[str, Any]) -> str | None:
+    """The agent's own tool name (``Edit``, ``Bash``, ...) of an agent's intent."""
+    tag = args.get(AGENT_ARG)
+    tool = tag.get("tool") if isinstance(tag, dict) else None
+    return tool if isinstance(tool, str) and tool else None
+
+
+def _command(args: dict[str, Any]) -> str:
+    argv = args.get("argv", [])
+    return str(argv[-1] if argv else "")[:120]
+
+
 def describe(tool: str, args: dict[str, Any], target: tuple[str, ...]) -> str:
+    if (own := agent_tool(args)) is not None:
+        if tool == "exec":
+            return f"{own}: {_command(args)}"
+        return f"{own} {', '.join(target)}"
     if tool == "replace_symbol" and "old" in args:
         return f"replace_symbol {target[0]}: {args['old']} -> {args['new']}"
     if tool == "exec":
@@ -63,6 +83,40 @@ def remaining_steps(report: Report) -> list[tuple[int, str]]:
     if done:
         return [(n, s) for n, s in steps if n not in done]
     return steps[report.committed_total :]
+
+
+def redo_agent(o: Outcome) -> str:
+    """How an agent redoes its own step that did not land: with its own tool.
+
+    A ``git wal`` command run through the agent's shell tool would fail: that
+    call's hook opens an intent of its own on the same run first.
+    """
+    own = agent_tool(o.args) or o.tool
+    what = f"LSN {o.lsn} ({describe(o.tool, o.args, o.target)})"
+    if o.tool == "exec":
+        return (f"{what} did not run: run that command again with your {own} tool if it is "
+                "still needed")
+    shown = [f"`git cat-file blob {c}` shows {p}" for p, c in _posts(o) if c != "absent"]
+    return (f"{what} did not land: make that change again with your {own} tool"
+            + (f" (the intended result: {'; '.join(shown)})" if shown else ""))
+
+
+def _posts(o: Outcome) -> list[tuple[str, str]]:
+    if o.tool == "write_file":
+        return [(str(o.args.get("path")), str(o.args.get("content")))]
+    return [(str(p), str(c)) for p, c in zip(o.args.get("paths", []),
+                                             o.args.get("contents", []), strict=False)]
+
+
+def _decide_agent(report: Report, o: Outcome) -> str:
+    """The Action for an agent's shell call in doubt, followable from inside the session."""
+    return (f"Action: decide LSN {o.lsn} ({describe(o.tool, o.args, o.target)}) before "
+            "anything else: it was interrupted after it changed the paths above, and "
+            "whether it finished is unknown. Check them. To keep them, go on: your next "
+            "tool call records them as found (then run the command again only if it had "
+            "not finished). To put them back as they were before the call, ask the user to "
+            f"run `git wal recover --run {report.run} --restore` in a terminal (not with "
+            "your own shell tool: that call would record this step as found first).")
 
 
 def render(report: Report) -> str:
@@ -102,19 +156,30 @@ def render(report: Report) -> str:
                   "open intent above and repairs the tree.")
     elif report.in_doubt:
         o = next(o for o in report.outcomes if o.open)
-        action = (f"Action: decide LSN {o.lsn} before anything else. Inspect the changed "
-                  f"paths; `git wal recover --run {report.run} --restore` puts them back "
-                  "to the pre tree, after which the step can be run again.")
+        if agent_tool(o.args) is not None:
+            action = _decide_agent(report, o)
+        else:
+            action = (f"Action: decide LSN {o.lsn} before anything else. Inspect the changed "
+                      f"paths; `git wal recover --run {report.run} --restore` puts them back "
+                      "to the pre tree, after which the step can be run again.")
     elif redo:
         action = "Action: " + "; then ".join(
+            redo_agent(o) if agent_tool(o.args) is not None else
             f"redo LSN {o.lsn} with `{redo_command(o.tool, o.args, o.step)}`" for o in redo
         )
         if len(rest) > len(redo):
             nxt = rest[len(redo)]
             action += f"; then continue with plan step {nxt[0]}: {nxt[1]}"
+        elif any(agent_tool(o.args) is not None for o in redo):
+            action += "; then continue the task"
         action += "."
     elif rest:
         action = f"Action: continue with plan step {rest[0][0]}: {rest[0][1]}."
+    elif (done := _last_agent_step(report)) is not None:
+        # No plan steps to name the next point: name the last step done, from the log.
+        action = (f"Action: continue the task from the step after LSN {done.lsn} "
+                  f"({describe(done.tool, done.args, done.target)}), the last one committed "
+                  f"(do not redo it); the next record will be LSN {report.next_lsn}.")
     else:
         action = f"Action: continue the task; the next record will be LSN {report.next_lsn}."
     lines.append(action)
@@ -122,3 +187,10 @@ def render(report: Report) -> str:
         lines.append("Remaining plan steps: " + "; ".join(f"{i}. {s}" for i, s in rest[:50])
                      + (f" (and {len(rest) - 50} more)" if len(rest) > 50 else ""))
     return "\n".join(lines)
+
+
+def _last_agent_step(report: Report) -> Intent | None:
+    for intent in reversed(report.committed):
+        if agent_tool(intent.args) is not None:
+            return intent
+    return None

@@ -274,7 +274,9 @@ def test_session_start_resume_gives_the_resume_point(repo: Path) -> None:
     assert r.code == 0, r.err
     text = r.json()["hookSpecificOutput"]["additionalContext"]
     assert "Committed: 1 step(s)" in text
-    assert "not committed. Found: not applied" in text and "Action:" in text
+    assert "not committed. Found: not applied" in text
+    assert "Action: LSN 4 (Edit README) did not land: make that change again with your Edit " \
+           "tool" in text
     assert wal_status(repo, RUN)["open"] == []
 
 

@@ -69,15 +69,16 @@ def gitwal_resume_point(text: str, plan: Sequence[str]) -> int | None:
     """Index in ``plan`` where gitwal's resume prompt says to continue, or None.
 
     Read from the prompt alone: its ``Action:`` line names the step to redo or
-    the next one; failing that, the ``Committed:`` line names the last step
-    done, and work continues after it.
+    the next one, or the last one done ("from the step after LSN n (Edit
+    PATH)"); failing that, the ``Committed:`` line names the last step done,
+    and work continues after it.
     """
     actions = [ln for ln in text.splitlines() if ln.lstrip().startswith("Action:")]
     if actions:
         action = actions[-1]
         hits = [i for i, p in enumerate(plan) if _mentions(action, p)]
         if hits:
-            return hits[0]
+            return hits[-1] + 1 if "from the step after" in action else hits[0]
     committed = [ln for ln in text.splitlines() if ln.lstrip().startswith("Committed:")]
     if committed:
         if "no step yet" in committed[-1]:

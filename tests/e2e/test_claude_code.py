@@ -172,8 +172,13 @@ def test_rename_killed_mid_run_resumes_exactly_where_the_log_says(
     text = resumed[0].all_text()
     assert agent.resumes and agent.resumes[0] == (resumed[0].seq, point), text[-3000:]
     action = [ln for ln in text.splitlines() if ln.startswith("Action:")]
+    # The Action always names a file of the plan (no plan steps: from the log's facts).
+    assert action and any(p in action[-1] for p in agent.plan), text[-3000:]
     if moment == "at-pre-tool-use":
-        assert action and victim in action[-1], text[-3000:]
+        # Redone with the model's own tool: a `git wal` command run through Bash
+        # would be refused (that call's own hook opens an intent on the run first).
+        assert victim in action[-1] and "with your Edit tool" in action[-1], action
+        assert "git wal" not in action[-1], action
 
     # Every file renamed exactly once. The model asked for one Edit per file, twice
     # only for the file whose call was in flight, not yet run, at the kill. No Edit
