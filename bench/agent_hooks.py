@@ -142,8 +142,11 @@ def main() -> None:
         seal_environment(tmp / "home", tmp / "pycache")
         os.environ["XDG_RUNTIME_DIR"] = str(tmp / "run")
         (tmp / "run").mkdir(mode=0o700)
-        stats = measure(args.sessions, tmp)
-        startup = startup_costs()
+        try:
+            stats = measure(args.sessions, tmp)
+            startup = startup_costs()
+        finally:
+            sh("git-wal", "agent-server", "--stop", "--all", cwd=tmp)  # none may linger
     print(report(stats, startup, args.sessions))
 
 

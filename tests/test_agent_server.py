@@ -6,6 +6,7 @@ The client is run exactly as `git wal install claude` writes it, through
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -21,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import ok
+from .conftest import GIT_WAL, ok, wal
 from .test_agent_payloads import claude_run, claude_tool, wal_log
 
 RUN = claude_run()
@@ -33,13 +34,21 @@ def rundir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     base.mkdir(mode=0o700)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(base))
     yield base / "gitwal"
-    for lock in (base / "gitwal").glob("*.lock") if (base / "gitwal").is_dir() else []:
-        text = lock.read_text().strip()
-        if text.isdigit():
-            try:
-                os.kill(int(text), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    # The servers this test started: stopped the documented way (none may linger).
+    stop = subprocess.run([GIT_WAL, "agent-server", "--stop", "--all", "--json"],
+                          capture_output=True, text=True)
+    assert stop.returncode == 0, stop.stderr
+    assert all(lock_is_free(lock) for lock in (base / "gitwal").glob("*.lock"))
+
+
+def lock_is_free(lock: Path) -> bool:
+    """No server holds ``lock`` (a server holds it for its whole life)."""
+    with lock.open() as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
 
 
 def command(repo: Path) -> str:
@@ -198,3 +207,41 @@ def test_the_server_checks_the_whole_tree_after_a_call(repo: Path, rundir: Path)
         time.sleep(0.2)
         found = [r for r in wal_log(repo, RUN) if r["type"] == "unlogged"]
     assert found and "stray.txt" in found[0]["paths"]
+
+
+def test_agent_server_stop_stops_the_repositorys_server(repo: Path, rundir: Path) -> None:
+    cmd = command(repo)
+    edit_round(repo, cmd, "toolu_1", "hello", "bye")
+    pid = server_pid(rundir)
+    [lock] = list(rundir.glob("*.lock"))
+    assert not lock_is_free(lock)
+    out = json.loads(ok(repo, "agent-server", "--stop", "--json"))
+    assert out == {"git_dir": str((repo / ".git").resolve()), "stopped": pid}
+    assert lock_is_free(lock) and list(rundir.glob("*.sock")) == []  # it cleaned up
+    assert not Path(f"/proc/{pid}").exists() or b"agent-server" not in Path(
+        f"/proc/{pid}/cmdline").read_bytes()
+    assert ok(repo, "agent-server", "--stop") == "no hook server runs for this repository\n"
+    # The next hook call starts a new one; nothing was lost.
+    edit_round(repo, cmd, "toolu_2", "bye", "ciao")
+    assert server_pid(rundir) != pid
+    assert statuses(repo) == ["committed", "committed"]
+
+
+def test_agent_server_stop_outside_a_repository_is_a_usage_error(tmp_path: Path,
+                                                                 rundir: Path) -> None:
+    proc = wal(tmp_path, "agent-server", "--stop")
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("error: not in a git working tree") and "hint:" in proc.stderr
+    proc = wal(tmp_path, "agent-server", "--all")
+    assert proc.returncode == 2 and "--all goes with --stop" in proc.stderr
+
+
+def test_server_idle_time_comes_from_git_config(repo: Path, rundir: Path) -> None:
+    subprocess.run(["git", "config", "wal.agent.serverIdle", "0.5"], cwd=repo, check=True)
+    cmd = command(repo)
+    edit_round(repo, cmd, "toolu_1", "hello", "bye")
+    [lock] = list(rundir.glob("*.lock"))
+    deadline = time.monotonic() + 60  # it retires on its own, long before this
+    while not lock_is_free(lock) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert lock_is_free(lock) and list(rundir.glob("*.sock")) == []

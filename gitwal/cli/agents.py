@@ -3,6 +3,7 @@ through their hook systems (docs/agents.md)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import click
 
 from ..agents import install as inst
 from ..agents.hook import AGENTS, adapter, run_hook
-from ..errors import EXIT_USAGE, WalError
+from ..errors import EXIT_USAGE, NotARepository, WalError
 from ..wal import Wal
 from . import emit_json, handled, main
 from .steps import JSON
@@ -41,6 +42,10 @@ MCP = click.option("--mcp", "with_mcp", is_flag=True,
 
 
 class McpScope(WalError):
+    exit_code = EXIT_USAGE
+
+
+class UsageError(WalError):
     exit_code = EXIT_USAGE
 
 
@@ -119,12 +124,42 @@ def hook(agent: str, event: str | None) -> None:
     sys.exit(code)
 
 
-@main.command("agent-server", hidden=True)
-@click.option("--git-dir", "git_dir", required=True, help="The repository's .git entry.")
-@click.option("--idle", type=float, default=900.0, show_default=True,
-              help="Exit after this many seconds without a request.")
-def agent_server(git_dir: str, idle: float) -> None:
-    """Serve hook calls for one repository over a private Unix socket."""
-    from ..agents.server import serve
+@main.command("agent-server")
+@click.option("--git-dir", "git_dir", metavar="DIR",
+              help="The repository's .git entry (default: the one above the current "
+                   "directory).")
+@click.option("--idle", type=float, default=None, metavar="SECONDS",
+              help="Exit after this many seconds without a request "
+                   "(default: `git config wal.agent.serverIdle`, else 900).")
+@click.option("--stop", is_flag=True, help="Stop the repository's hook server, if one runs.")
+@click.option("--all", "every", is_flag=True,
+              help="With --stop: stop every hook server of this user.")
+@JSON
+@handled
+def agent_server(git_dir: str | None, idle: float | None, stop: bool, every: bool,
+                 as_json: bool) -> None:
+    """The hook server of one repository (the hooks start it; --stop stops it)."""
+    from ..agents import client, server
 
-    sys.exit(serve(git_dir, idle))
+    if every and not stop:
+        raise UsageError("--all goes with --stop", "`git wal agent-server --stop --all`")
+    if stop and every:
+        pids = server.stop_all()
+        if as_json:
+            emit_json({"stopped": pids})
+        else:
+            click.echo(f"stopped {len(pids)} hook server(s)"
+                       + (f": {' '.join(map(str, pids))}" if pids else ""))
+        return
+    gd = git_dir or client.git_dir(os.getcwd())
+    if gd is None:
+        raise NotARepository("not in a git working tree",
+                             "run it inside the repository, or pass --git-dir")
+    if not stop:
+        sys.exit(server.serve(gd, idle))
+    pid = server.stop(gd)
+    if as_json:
+        emit_json({"git_dir": os.path.realpath(gd), "stopped": pid})
+    else:
+        click.echo(f"stopped the hook server (pid {pid})" if pid else
+                   "no hook server runs for this repository")

@@ -9,7 +9,6 @@ setup never leaks into a test.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -177,40 +176,15 @@ def private_runtime_dir() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def stop_servers(runtime: Path, timeout: float = 10.0) -> None:
-    """SIGTERM (then SIGKILL) every hook server whose lock in ``runtime`` is held.
-
-    A server holds an flock on ``gitwal/<key>.lock`` for its life and wrote
-    its pid there; a lock nobody holds belongs to a server that is gone, and
-    its pid is not signalled.
-    """
-    for lock in sorted(runtime.glob("gitwal/*.lock")):
-        with lock.open("r") as f:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                continue  # no server holds it
-            except BlockingIOError:
-                pass
-            try:
-                pid = int(f.read().strip() or "0")
-            except ValueError:
-                continue
-            if pid <= 0:
-                continue
-            deadline = time.monotonic() + timeout
-            sig = signal.SIGTERM
-            while True:
-                try:
-                    os.kill(pid, sig)
-                except ProcessLookupError:
-                    break
-                time.sleep(0.05)
-                try:
-                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break  # it let go: stopped
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        sig = signal.SIGKILL
+def stop_servers(runtime: Path) -> None:
+    """Stop every hook server of the runtime dir ``runtime`` the documented way:
+    ``git wal agent-server --stop --all`` (SIGTERM, then SIGKILL, by the pid in
+    each held lock; a lock nobody holds belongs to a server that is gone)."""
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime)}
+    proc = subprocess.run([str(VENV_BIN / "git-wal"), "agent-server", "--stop", "--all"],
+                          env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        raise AssertionError(f"stopping the hook servers failed: {proc.stderr}")
 
 
 # -- hook configurations --------------------------------------------------------
