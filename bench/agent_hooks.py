@@ -97,10 +97,11 @@ def measure(sessions: int, tmp: Path) -> dict[str, Stats]:
 
 
 def startup_costs() -> list[tuple[str, Stats]]:
-    client = Path(__file__).resolve().parent.parent / "gitwal" / "agents" / "client.py"
+    client = Path(__file__).resolve().parent.parent / "gitwal" / "agents" / "hook_client.py"
     probes = {
         "`python3 -c pass`": [sys.executable, "-c", "pass"],
-        "`python3 -S -E client.py` (no request)": [sys.executable, "-S", "-E", str(client)],
+        "`python3 -S -E hook_client.py` (no request)": [sys.executable, "-S", "-E",
+                                                         str(client)],
         "`python3 -c 'import gitwal.agents.hook'`": [sys.executable, "-c",
                                                       "import gitwal.agents.hook"],
         "`python3 -c 'import gitwal.cli'`": [sys.executable, "-c", "import gitwal.cli"],

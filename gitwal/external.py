@@ -47,7 +47,7 @@ from .records import (
 )
 from .run import Run
 from .store import Ref
-from .worktree import MODE_GITLINK, MODE_TREE, tree_state
+from .worktree import MODE_GITLINK, MODE_TREE, blob_id, tree_state
 
 Content = bytes | None  # None: the path does not exist
 Compute = Callable[[tuple[Content, ...]], tuple[Content, ...]]
@@ -55,6 +55,9 @@ Compute = Callable[[tuple[Content, ...]], tuple[Content, ...]]
 AGENT_ARG = "agent"  # the args key of an agent intent: {"name", "tool", "call", ...}
 MISS = "prediction miss"  # how a commit's `verified` text starts when post != predicted
 INDEX_HEADER = 12  # bytes: "DIRC", version, entry count (git's index format)
+# Seconds between looks at a step whose closing hook is awaited. Short: with
+# background closing hooks the next call usually waits a few milliseconds only.
+POLL = 0.005
 
 
 @dataclass(frozen=True)
@@ -120,12 +123,16 @@ class _State:
 class External:
     """Agent steps on one run: log before the agent's effect, close after it."""
 
-    def __init__(self, run: Run, full_check: bool = True) -> None:
+    def __init__(self, run: Run, full_check: bool = True,
+                 async_close: frozenset[str] = frozenset()) -> None:
         self.run = run
         self.store = run.store
         self.wt = run.wt
         self.repo: pygit2.Repository = run.store.repo
         self.full_check = full_check  # compare the whole tree, not only known paths
+        # The agent's tools whose closing hook runs in the background (Claude
+        # Code: file tools, `"async": true`): it may come after the next call's.
+        self.async_close = async_close
 
     # -- the lock and the append --------------------------------------------
 
@@ -137,12 +144,29 @@ class External:
             head = self.store.head()
             if head is None:
                 raise UnknownRun(f"no log for run {self.run.id}")
-            state = _State(head, self.store.segment(), [])
+            state = _State(head, self._segment(head), [])
             yield state
             if state.pending:
                 refs = {(r.oid, r.is_tree): r for _, rs in state.pending for r in rs}
-                self.store.append([r for r, _ in state.pending],
-                                  sorted(refs.values(), key=lambda r: r.oid), head)
+                new = self.store.append([r for r, _ in state.pending],
+                                        sorted(refs.values(), key=lambda r: r.oid), head)
+                if not any(isinstance(r, Checkpoint) for r, _ in state.pending):
+                    _remember(self._key(new), state.all())
+
+    def _key(self, head: CommitId) -> tuple[str, str, str]:
+        return (self.repo.path, self.run.id, head)
+
+    def _segment(self, head: CommitId) -> list[Record]:
+        """The segment ending at ``head``. A hook server handles many calls of a
+        run: it keeps the segments it read or appended, by head commit (which
+        names its whole chain, so a kept segment is exact), and reads the log
+        again only when someone else appended."""
+        kept = _SEGMENTS.get(self._key(head))
+        if kept is not None:
+            return list(kept)
+        records = self.store.segment()
+        _remember(self._key(head), records)
+        return records
 
     # -- the log's expectation -------------------------------------------------
 
@@ -237,18 +261,19 @@ class External:
         ), [r for p in paths_ for r in found[p][2]])
 
     def _peek(self, path: str, want: str) -> tuple[str, list[Ref]]:
-        """State of ``path``; its blob is written only when it differs from ``want``."""
-        have = self.wt.state(path) if self._readable(path) else ABSENT
-        if have == want:
-            return have, []
-        return self._observe(path)
+        """State of ``path``; its blob is written only when it differs from ``want``.
 
-    def _readable(self, path: str) -> bool:
+        One read per path: this runs for every path the log knows at every hook.
+        """
         try:
-            self.wt.read(path)
-        except WalError:
-            return False
-        return True
+            data, _ = self.wt.read(path)
+        except WalError:  # a directory or a special file now: not a file state
+            data = None
+        have = ABSENT if data is None else blob_id(data)
+        if have == want or data is None:
+            return have, []
+        oid = self.store.put_blob(data)
+        return oid, [Ref(oid)]
 
     # -- settling an intent whose closing hook never came -----------------------
 
@@ -299,11 +324,30 @@ class External:
         if tag is not None and tag.get("call") == call.call_id:
             return
         same_thread = tag is not None and tag.get("thread") == call.thread
-        if not same_thread and wait > 0:
+        if wait > 0 and (not same_thread or self.closing_may_come(open_)):
             raise _WaitFor(open_.lsn)
         what = "no closing hook came before the next call" if tag else (
             "left open by an interrupted process")
         self._settle(state, open_, what)
+
+    def closing_may_come(self, intent: Intent) -> bool:
+        """Whether the closing hook of an open file step is still to be expected
+        although a later call of its thread has begun: its closing hook runs in
+        the background and the tool did run (a target is no longer as it was).
+        A step whose targets are untouched did not run: nothing will close it."""
+        tag = agent_tag(intent)
+        if tag is None or intent.tool == "exec" or tag.get("tool") not in self.async_close:
+            return False
+        return tuple(self.wt.state(p) for p in intent.target) != intent.pre
+
+    def await_closing(self, wait: float) -> None:
+        """Give an open step's background closing hook up to ``wait`` seconds."""
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            open_ = self._open(self.store.segment())
+            if open_ is None or not self.closing_may_come(open_):
+                return
+            time.sleep(POLL)
 
     def _locked(self, call: Call, event: str, wait: float,
                 body: Callable[[_State], Outcome]) -> Outcome:
@@ -320,7 +364,7 @@ class External:
                 return Outcome(tuple(r for r, _ in state.pending), outcome.intent,
                                outcome.note)
             except _WaitFor:
-                time.sleep(0.025)  # outside the lock: the closing hook needs it
+                time.sleep(POLL)  # outside the lock: the closing hook needs it
 
     # -- the hook events -------------------------------------------------------
 
@@ -514,6 +558,16 @@ class External:
                 self._notice(state, noticed, snapshot=self.wt.snapshot(self.run.id))
             pending = tuple(r for r, _ in state.pending)
         return Outcome(pending)
+
+
+_SEGMENTS: dict[tuple[str, str, str], tuple[Record, ...]] = {}
+SEGMENTS_KEPT = 16
+
+
+def _remember(key: tuple[str, str, str], records: list[Record]) -> None:
+    _SEGMENTS[key] = tuple(records)
+    while len(_SEGMENTS) > SEGMENTS_KEPT:
+        del _SEGMENTS[next(iter(_SEGMENTS))]  # the oldest (dicts keep insertion order)
 
 
 class _WaitFor(Exception):

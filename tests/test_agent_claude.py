@@ -7,10 +7,14 @@ import json
 import os
 import signal
 import subprocess
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
-from .conftest import git, ok, wal
+import pytest
+
+from .conftest import GIT_WAL, git, ok, wal
 from .test_agent_payloads import (
     claude,
     claude_run,
@@ -171,6 +175,9 @@ def test_a_missing_post_is_settled_by_the_next_pre(repo: Path) -> None:
     (repo / "b.txt").write_text("bee\n")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "b")
+    # A landed Edit's PostToolUse runs in the background: the next PreToolUse
+    # waits this long for it before settling the step from the tree.
+    git(repo, "config", "wal.agent.openWait", "0.3")
     landed = {"file_path": str(repo / "README"), "old_string": "hello", "new_string": "bye"}
     assert run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit", landed,
                                                 "toolu_1")).code == 0
@@ -189,6 +196,58 @@ def test_a_missing_post_is_settled_by_the_next_pre(repo: Path) -> None:
     [abort] = by_type(repo, "abort")
     assert abort["reason"].startswith("not applied")
     assert by_type(repo, "unlogged") == []
+
+
+def test_the_next_pre_waits_for_a_landed_edits_background_post(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PostToolUse of a file tool is `async`: Claude Code may send the next call's
+    PreToolUse first. That PreToolUse waits for it instead of settling the step."""
+    from gitwal import external
+    from gitwal.agents.hook import run_hook as run_in_process
+
+    git(repo, "config", "wal.agent.openWait", "120")
+    first = {"file_path": str(repo / "README"), "old_string": "hello", "new_string": "bye"}
+    assert run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit", first,
+                                                "toolu_1")).code == 0
+    (repo / "README").write_text("bye\n")  # the Edit ran; its PostToolUse is on its way
+    waiting = threading.Event()
+    real_sleep = time.sleep
+
+    def sleep(seconds: float) -> None:
+        waiting.set()  # the PreToolUse below polls: it is waiting for toolu_1's close
+        real_sleep(seconds)
+
+    monkeypatch.setattr(external.time, "sleep", sleep)
+    second = {"file_path": str(repo / "c.txt"), "content": "c\n"}
+    got: list[tuple[int, str, str]] = []
+    pre = threading.Thread(target=lambda: got.append(run_in_process(
+        "claude", json.dumps(claude_tool(repo, "PreToolUse", "Write", second,
+                                         "toolu_2")).encode())))
+    pre.start()
+    assert waiting.wait(120)
+    assert run_hook(repo, "claude", claude_tool(repo, "PostToolUse", "Edit", first,
+                                                "toolu_1")).code == 0
+    pre.join(120)
+    assert got and got[0][0] == 0, got
+    assert [(i["args"]["agent"]["call"], i["status"]) for i in intents(repo)] == [
+        ("toolu_1", "committed"), ("toolu_2", "open")]
+    [commit] = by_type(repo, "commit")
+    assert commit["verified"] == "hash==post (claude-code PostToolUse Edit)", commit
+    assert not commit.get("recovered")
+
+
+def test_the_next_pre_settles_an_untouched_edit_at_once(repo: Path) -> None:
+    git(repo, "config", "wal.agent.openWait", "120")  # would time out the test if it waited
+    denied = {"file_path": str(repo / "README"), "old_string": "hello", "new_string": "bye"}
+    assert run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit", denied,
+                                                "toolu_1")).code == 0
+    # Denied at the permission prompt: the file is untouched and no PostToolUse comes.
+    write = {"file_path": str(repo / "c.txt"), "content": "c\n"}
+    proc = subprocess.run([GIT_WAL, "hook", "claude"], cwd=repo, capture_output=True,
+                          input=json.dumps(claude_tool(repo, "PreToolUse", "Write", write,
+                                                       "toolu_2")).encode(), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert [i["status"] for i in intents(repo)] == ["aborted", "open"]
 
 
 def test_recover_decides_an_open_hook_intent_from_the_tree(repo: Path) -> None:

@@ -55,6 +55,13 @@ def test_install_merges_and_is_idempotent(repo: Path) -> None:
     pre = first["hooks"]["PreToolUse"][1]
     assert pre["matcher"] == "Edit|MultiEdit|Write|NotebookEdit|Bash|PowerShell"
     assert "matcher" not in first["hooks"]["SessionStart"][0]
+    # A file tool's PostToolUse runs in the background; a shell call's does not.
+    post = first["hooks"]["PostToolUse"]
+    assert post[0] == USER_SETTINGS["hooks"]["PostToolUse"][0]
+    assert [(g["matcher"], g["hooks"][0].get("async")) for g in post[1:]] == [
+        ("Edit|MultiEdit|Write|NotebookEdit", True), ("Bash|PowerShell", None)]
+    assert all("async" not in g["hooks"][0] for e in ("PreToolUse", "PostToolUseFailure")
+               for g in first["hooks"][e])
     raw = (repo / ".claude" / "settings.json").read_text()
     again = json.loads(ok(repo, "install", "claude", "--json"))
     assert {c["action"] for c in again["changes"]} == {"unchanged"}
@@ -143,3 +150,16 @@ def test_install_mcp_outside_the_project_scope_is_refused(repo: Path) -> None:
     assert proc.stderr.startswith("error: --mcp registers the server in the project's")
     assert "hint: use `--scope project`" in proc.stderr
     assert not (Path(os.environ["HOME"]) / ".claude" / "settings.json").exists()
+
+
+def test_reinstall_over_an_older_single_group_install_updates_it(repo: Path) -> None:
+    ok(repo, "install", "claude")
+    data = settings(repo)
+    ours = data["hooks"]["PostToolUse"][0]["hooks"][0]["command"]
+    data["hooks"]["PostToolUse"] = [{"matcher": "Edit|Bash", "hooks": [
+        {"type": "command", "command": ours, "timeout": 60}]}]
+    (repo / ".claude" / "settings.json").write_text(json.dumps(data))
+    out = json.loads(ok(repo, "install", "claude", "--json"))
+    assert {"event": "PostToolUse", "action": "updated"} in out["changes"]
+    assert [g["matcher"] for g in settings(repo)["hooks"]["PostToolUse"]] == [
+        "Edit|MultiEdit|Write|NotebookEdit", "Bash|PowerShell"]

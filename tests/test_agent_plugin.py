@@ -22,7 +22,7 @@ def test_the_plugin_declares_the_installed_hooks() -> None:
     manifest = json.loads((PLUGIN / ".claude-plugin" / "plugin.json").read_text())
     assert manifest["name"] == "gitwal"
     hooks = json.loads((PLUGIN / "hooks" / "hooks.json").read_text())["hooks"]
-    assert hooks == {event: [group] for event, group in claude.groups(COMMAND).items()}
+    assert hooks == claude.groups(COMMAND)
     client = Path(claude.__file__).with_name("client.py")
     assert (PLUGIN / "scripts" / "gitwal_client.py").read_bytes() == client.read_bytes()
     # ... and registers the MCP server exactly as `git wal install claude --mcp` does.

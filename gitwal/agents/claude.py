@@ -47,11 +47,19 @@ FILE_TOOLS = {
 SHELL_TOOLS = ("Bash", "PowerShell")
 CLOSING = ("PostToolUse", "PostToolUseFailure")  # the server checks the tree after these
 BLOCKING = ("PreToolUse", "PreCompact")
+# PostToolUse of a file tool runs in the background (`"async": true`): the agent
+# does not wait for it. The next hook of the run waits for it instead when the
+# tool did change its file (External.closing_may_come), so a commit is never
+# replaced by a guess from the tree. A shell call's PostToolUse stays
+# synchronous: a command that changed nothing looks like one that never ran.
+ASYNC_CLOSE = ("Edit", "MultiEdit", "Write", "NotebookEdit")
+_FILES = "|".join(FILE_TOOLS)
+_SHELLS = "|".join(SHELL_TOOLS)
 # What `git wal install claude` registers: event -> matcher (None: no matcher).
 EVENTS: dict[str, str | None] = {
-    "PreToolUse": "Edit|MultiEdit|Write|NotebookEdit|Bash|PowerShell",
-    "PostToolUse": "Edit|MultiEdit|Write|NotebookEdit|Bash|PowerShell",
-    "PostToolUseFailure": "Edit|MultiEdit|Write|NotebookEdit|Bash|PowerShell",
+    "PreToolUse": f"{_FILES}|{_SHELLS}",
+    "PostToolUse": f"{_FILES}|{_SHELLS}",
+    "PostToolUseFailure": f"{_FILES}|{_SHELLS}",
     "SessionStart": None,
     "PreCompact": None,
     "Stop": None,
@@ -131,12 +139,15 @@ def render(event: str, reply: Reply) -> tuple[int, str, str]:
     return 0, stdout, (reply.warning + "\n") if reply.warning else ""
 
 
-
-def groups(command: str) -> dict[str, dict[str, Any]]:
-    """The matcher group `git wal install claude` adds for each event."""
-    out: dict[str, dict[str, Any]] = {}
+def groups(command: str) -> dict[str, list[dict[str, Any]]]:
+    """The matcher groups `git wal install claude` adds for each event."""
+    out: dict[str, list[dict[str, Any]]] = {}
     for event, matcher in EVENTS.items():
         handler = {"type": "command", "command": command,
                    "timeout": TIMEOUTS.get(event, DEFAULT_TIMEOUT)}
-        out[event] = ({"matcher": matcher} if matcher else {}) | {"hooks": [handler]}
+        if event == "PostToolUse":
+            out[event] = [{"matcher": _FILES, "hooks": [handler | {"async": True}]},
+                          {"matcher": _SHELLS, "hooks": [handler]}]
+            continue
+        out[event] = [({"matcher": matcher} if matcher else {}) | {"hooks": [handler]}]
     return out

@@ -172,10 +172,12 @@ class Session:
     agent: str
     cwd: Path
     served: bool = False  # by the hook server, which checks the whole tree after each call
+    async_close: frozenset[str] = frozenset()  # tools whose closing hook is `async`
 
     @classmethod
     def open(cls, cwd: str | None, agent: str, prefix: str, session_id: str,
-             served: bool = False) -> Session | None:
+             served: bool = False, async_close: frozenset[str] = frozenset()
+             ) -> Session | None:
         """None when ``cwd`` is not in a git working tree (nothing to log)."""
         where = Path(cwd) if cwd and Path(cwd).is_dir() else Path.cwd()
         try:
@@ -183,7 +185,7 @@ class Session:
         except (NotARepository, WalError):
             return None
         return cls(wal, Config.of(wal.repo), run_id_for(prefix, session_id), agent, where,
-                   served)
+                   served, async_close)
 
     def exists(self) -> bool:
         return Store(self.wal.repo, self.run_id).exists()
@@ -211,7 +213,7 @@ class Session:
             if n is None:
                 n = index_entries(str(Path(self.wal.repo.path) / "index"))
             full = n is not None and n <= self.config.tree_check_limit
-        return External(run, full_check=full)
+        return External(run, full_check=full, async_close=self.async_close)
 
     def tree_dir(self) -> str | None:
         """The agent's working directory relative to the top of the tree ("" at it)."""
@@ -357,6 +359,9 @@ def _pending(records: list[Record]) -> bool:
 
 
 def _pre_compact(session: Session, run: Run, action: PreCompact) -> Reply:
+    # The last call's closing hook may still be on its way (it runs in the
+    # background): an intent it is about to close is not a reason to refuse.
+    session.external(run).await_closing(session.config.open_wait)
     records = run.store.segment()
     last = records[-1]
     if isinstance(last, Intent) and action.trigger == "manual":

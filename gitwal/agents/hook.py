@@ -42,7 +42,7 @@ def run_hook(agent: str, data: bytes, event: str | None = None,
     action = mod.action(name, payload)
     session = Session.open(payload.get("cwd") if isinstance(payload.get("cwd"), str)
                            else cwd, mod.AGENT, mod.PREFIX, str(payload.get("session_id") or ""),
-                           served)
+                           served, frozenset(getattr(mod, "ASYNC_CLOSE", ())))
     if session is None:
         return _render(mod, name, Reply())  # not in a git working tree: nothing to log
     return _render(mod, name, perform(session, action, name))

@@ -27,7 +27,7 @@ from typing import Any
 from ..durable import atomic_write, makedirs_durable
 from ..errors import WalError
 
-CLIENT = Path(__file__).with_name("client.py")
+CLIENT = Path(__file__).with_name("hook_client.py")  # runs client.py from its bytecode
 
 
 class SettingsError(WalError):
@@ -162,17 +162,22 @@ def strip(data: dict[str, Any], agent: str, path: Path) -> dict[str, list[Any]]:
     return removed
 
 
-def install(t: Target, groups: dict[str, dict[str, Any]]) -> list[Change]:
-    """Merge ``groups`` (event -> one matcher group) into the target's file."""
+Groups = dict[str, dict[str, Any]] | dict[str, list[dict[str, Any]]]
+
+
+def install(t: Target, groups: Groups) -> list[Change]:
+    """Merge ``groups`` (event -> a matcher group, or a list of them) into the
+    target's file."""
     data = load(t.path)
     before = json.dumps(data, sort_keys=True)
     removed = strip(data, t.agent, t.path)
     hooks = data.setdefault("hooks", {})
     changes = []
     for event, group in groups.items():
-        hooks.setdefault(event, []).append(group)
+        new = group if isinstance(group, list) else [group]
+        hooks.setdefault(event, []).extend(new)
         old = removed.get(event)
-        action = "added" if not old else "unchanged" if old == [group] else "updated"
+        action = "added" if not old else "unchanged" if old == new else "updated"
         changes.append(Change(event, action))
     changes += [Change(e, "removed") for e in removed if e not in groups]
     if json.dumps(data, sort_keys=True) != before or not t.path.exists():

@@ -1,0 +1,13 @@
+"""The hook command's entry point (what `git wal install` writes): three lines.
+
+Python compiles the script it is given on every start but imports modules
+from their cached bytecode, so the client (client.py, imported from this
+directory: the script's own directory is ``sys.path[0]``) costs no compile
+per hook call.
+"""
+
+import sys
+
+import client  # type: ignore[import-not-found]  # this directory, not the gitwal package
+
+sys.exit(client.main(sys.argv[1:]))
