@@ -24,6 +24,7 @@ this module never restores a path: the agent owns its effects.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -161,7 +162,8 @@ class External:
         run: it keeps the segments it read or appended, by head commit (which
         names its whole chain, so a kept segment is exact), and reads the log
         again only when someone else appended."""
-        kept = _SEGMENTS.get(self._key(head))
+        with _SEGMENTS_GUARD:
+            kept = _SEGMENTS.get(self._key(head))
         if kept is not None:
             return list(kept)
         records = self.store.segment()
@@ -561,13 +563,15 @@ class External:
 
 
 _SEGMENTS: dict[tuple[str, str, str], tuple[Record, ...]] = {}
+_SEGMENTS_GUARD = threading.Lock()  # the hook server serves runs from several threads
 SEGMENTS_KEPT = 16
 
 
 def _remember(key: tuple[str, str, str], records: list[Record]) -> None:
-    _SEGMENTS[key] = tuple(records)
-    while len(_SEGMENTS) > SEGMENTS_KEPT:
-        del _SEGMENTS[next(iter(_SEGMENTS))]  # the oldest (dicts keep insertion order)
+    with _SEGMENTS_GUARD:
+        _SEGMENTS[key] = tuple(records)
+        while len(_SEGMENTS) > SEGMENTS_KEPT:
+            del _SEGMENTS[next(iter(_SEGMENTS))]  # the oldest (dicts keep insertion order)
 
 
 class _WaitFor(Exception):

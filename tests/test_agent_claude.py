@@ -236,6 +236,30 @@ def test_the_next_pre_waits_for_a_landed_edits_background_post(
     assert not commit.get("recovered")
 
 
+def test_a_long_lived_process_sees_what_other_processes_appended(repo: Path) -> None:
+    """The hook server keeps the log segment it read, by head commit: an append by
+    another process (an in-process hook, `git wal recover`) is read, not missed."""
+    from gitwal.agents.hook import run_hook as run_in_process
+
+    def here(event: str, tool: str, tool_input: dict[str, Any], call: str) -> None:
+        code, _, err = run_in_process("claude", json.dumps(
+            claude_tool(repo, event, tool, tool_input, call)).encode(), served=True)
+        assert code == 0, err
+
+    edit = {"file_path": str(repo / "README"), "old_string": "hello", "new_string": "bye"}
+    here("PreToolUse", "Edit", edit, "toolu_1")
+    (repo / "README").write_text("bye\n")
+    here("PostToolUse", "Edit", edit, "toolu_1")
+    write = {"file_path": str(repo / "c.txt"), "content": "c\n"}
+    assert run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Write", write,
+                                                "toolu_2")).code == 0  # another process
+    (repo / "c.txt").write_text("c\n")
+    here("PostToolUse", "Write", write, "toolu_2")
+    assert [(i["args"]["agent"]["call"], i["status"]) for i in intents(repo)] == [
+        ("toolu_1", "committed"), ("toolu_2", "committed")]
+    assert by_type(repo, "unlogged") == []
+
+
 def test_the_next_pre_settles_an_untouched_edit_at_once(repo: Path) -> None:
     git(repo, "config", "wal.agent.openWait", "120")  # would time out the test if it waited
     denied = {"file_path": str(repo / "README"), "old_string": "hello", "new_string": "bye"}
