@@ -37,6 +37,10 @@ class Chain:
         self.repo = repo
         self.run = run
         self.ref_name = REF_PREFIX + run
+        # The newest append seen or written, with its records. A commit id fixes
+        # its records, so a hit is exact; it saves re-reading the head that the
+        # step protocol, the seal check and the append itself each look at.
+        self._newest: tuple[str, list[Record]] | None = None
 
     # -- reading -----------------------------------------------------------
 
@@ -141,7 +145,11 @@ class Chain:
 
     def head_records(self, head: CommitId) -> list[Record]:
         """The records of the head append alone (cheap: one commit, one tree)."""
-        return self._commit_records(self._commit(head))
+        if self._newest is not None and self._newest[0] == head:
+            return list(self._newest[1])
+        records = self._commit_records(self._commit(head))
+        self._newest = (head, records)
+        return list(records)
 
     def _commit(self, oid: str | pygit2.Oid) -> pygit2.Commit:
         try:

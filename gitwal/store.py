@@ -181,6 +181,7 @@ class Store(Chain):
         crash_point("mid-append")
         self._move_ref(commit, expect)
         crash_point("after-append")
+        self._newest = (str(commit), list(records))
         return CommitId(str(commit))
 
     def _refuse_after_seal(self, head: CommitId, doing: str = "appended to") -> None:
