@@ -240,6 +240,17 @@ def _is_server(pid: int) -> bool:
         return False
 
 
+def _still_serving(pid: int) -> bool:
+    """Whether ``pid`` still runs the server (an exited, unreaped process has an
+    empty command line; a reused pid runs something else; without /proc only
+    the free lock can be known)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"agent-server" in f.read()
+    except OSError:
+        return False
+
+
 def _signal(pid: int, sig: int) -> None:
     try:
         os.kill(pid, sig)
@@ -276,9 +287,12 @@ def stop_lock(path: str, timeout: float = STOP_WAIT) -> int | None:
         deadline = time.monotonic() + timeout
         killed = False
         while True:
+            # The server frees its lock in its last `finally`, a moment before
+            # the interpreter exits: stopped = the lock is free and the pid gone.
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return pid
+                if not _still_serving(pid):
+                    return pid
             except BlockingIOError:
                 pass
             now = time.monotonic()
