@@ -28,97 +28,25 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import pygit2
 
-from .errors import RunBusy, ToolRefused, UnknownRun, WalError
+from .agent_call import AGENT_ARG, MISS, Call, Outcome, agent_tag
+from .errors import ToolRefused, UnknownRun
+from .expectation import Expectation, Pending
 from .ids import ABSENT, CommitId, Lsn, TreeId
-from .records import (
-    REPLAY_SAFE,
-    REPLAY_UNSAFE,
-    Abort,
-    Checkpoint,
-    Commit,
-    Intent,
-    Plan,
-    Record,
-    Unlogged,
-)
+from .records import REPLAY_SAFE, REPLAY_UNSAFE, Abort, Checkpoint, Commit, Intent, Record
 from .run import Run
 from .store import Ref
-from .worktree import MODE_GITLINK, MODE_TREE, blob_id, tree_state
+from .worktree import MODE_TREE
 
 Content = bytes | None  # None: the path does not exist
 Compute = Callable[[tuple[Content, ...]], tuple[Content, ...]]
 
-AGENT_ARG = "agent"  # the args key of an agent intent: {"name", "tool", "call", ...}
-MISS = "prediction miss"  # how a commit's `verified` text starts when post != predicted
-INDEX_HEADER = 12  # bytes: "DIRC", version, entry count (git's index format)
 # Seconds between looks at a step whose closing hook is awaited. Short: with
 # background closing hooks the next call usually waits a few milliseconds only.
 POLL = 0.005
-
-
-@dataclass(frozen=True)
-class Call:
-    """One tool call of an agent, as its hooks name it."""
-
-    agent: str  # "claude-code", "codex", "gemini-cli"
-    tool: str  # the agent's tool name: "Edit", "Bash", "apply_patch", ...
-    call_id: str  # the agent's id of the call (Claude: tool_use_id)
-    thread: str | None = None  # subagent id; calls of one thread run one at a time
-
-    def tag(self) -> dict[str, str]:
-        out = {"name": self.agent, "tool": self.tool, "call": self.call_id}
-        if self.thread:
-            out["thread"] = self.thread
-        return out
-
-    def who(self, event: str) -> str:
-        return f"{self.agent} {event} {self.tool}"
-
-
-def agent_tag(intent: Intent) -> dict[str, Any] | None:
-    tag = intent.args.get(AGENT_ARG)
-    return tag if isinstance(tag, dict) else None
-
-
-def is_miss(intent: Intent, commit: Commit) -> bool:
-    """A commit that recorded a post other than the predicted one (agent steps only)."""
-    return intent.post is not None and commit.post != intent.post
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What a hook call appended (for the hook's reply and for tests)."""
-
-    appended: tuple[Record, ...]
-    intent: Intent | None = None
-    note: str = ""  # one line for the agent or the user, or ""
-
-    def of(self, kind: type[Record]) -> list[Record]:
-        return [r for r in self.appended if isinstance(r, kind)]
-
-
-@dataclass
-class _State:
-    """The segment as read under the lock, plus what this call appends."""
-
-    head: CommitId
-    records: list[Record]
-    pending: list[tuple[Record, list[Ref]]]
-
-    @property
-    def next_lsn(self) -> Lsn:
-        return Lsn(self.records[-1].lsn + len(self.pending) + 1)
-
-    def add(self, record: Record, refs: Sequence[Ref] = ()) -> None:
-        self.pending.append((record, list(refs)))
-
-    def all(self) -> list[Record]:
-        return self.records + [r for r, _ in self.pending]
 
 
 class External:
@@ -130,7 +58,7 @@ class External:
         self.store = run.store
         self.wt = run.wt
         self.repo: pygit2.Repository = run.store.repo
-        self.full_check = full_check  # compare the whole tree, not only known paths
+        self.look = Expectation(run, full_check)
         # The agent's tools whose closing hook runs in the background (Claude
         # Code: file tools, `"async": true`): it may come after the next call's.
         self.async_close = async_close
@@ -138,14 +66,14 @@ class External:
     # -- the lock and the append --------------------------------------------
 
     @contextmanager
-    def _state(self) -> Iterator[_State]:
+    def _state(self) -> Iterator[Pending]:
         with self.store.locked():
             # No live holder of the run lock can own a ref lock now.
             self.store.clear_stale_ref_lock()
             head = self.store.head()
             if head is None:
                 raise UnknownRun(f"no log for run {self.run.id}")
-            state = _State(head, self._segment(head), [])
+            state = Pending(head, self._segment(head), [])
             yield state
             if state.pending:
                 refs = {(r.oid, r.is_tree): r for _, rs in state.pending for r in rs}
@@ -172,146 +100,11 @@ class External:
 
     # -- the log's expectation -------------------------------------------------
 
-    def _base_tree(self, records: list[Record]) -> TreeId:
-        first = records[0]
-        if isinstance(first, Checkpoint):
-            return TreeId(first.tree)
-        plan = self.store.plan(first)
-        commit = self.repo[plan.base]
-        assert isinstance(commit, pygit2.Commit)
-        return TreeId(str(commit.tree_id))
-
-    def expectation(self, records: list[Record]) -> dict[str, str]:
-        """path -> the state the log last gave it, since the newest checkpoint.
-
-        Committed steps give their (observed) post, exec steps every path
-        their post tree changed, ``unlogged`` records what they found. Paths
-        not in the result are expected as in the segment's base tree.
-        """
-        intents: dict[int, Intent] = {}
-        out: dict[str, str] = {}
-        for rec in records:
-            if isinstance(rec, Intent):
-                intents[rec.lsn] = rec
-            elif isinstance(rec, Commit):
-                intent = intents.get(rec.intent)
-                if intent is None:
-                    continue
-                if intent.tool == "exec":
-                    post = TreeId(rec.post[0])
-                    for path in self.wt.changed_paths(TreeId(intent.pre[0]), post):
-                        out[path] = tree_state(self.repo, post, path)
-                else:
-                    out.update(zip(intent.target, rec.post, strict=True))
-            elif isinstance(rec, Unlogged):
-                out.update(zip(rec.paths, rec.observed, strict=True))
-        return out
-
-    def _observe(self, path: str) -> tuple[str, list[Ref]]:
-        """The path's state now, its blob written durably so a record may name it."""
-        try:
-            data, _ = self.wt.read(path)
-        except WalError:  # a directory or a special file now: not a file state
-            return ABSENT, []
-        if data is None:
-            return ABSENT, []
-        oid = self.store.put_blob(data)
-        return oid, [Ref(oid)]
-
-    def _notice(self, state: _State, noticed: str, paths: Sequence[str] = (),
-                snapshot: TreeId | None = None) -> None:
-        """Append an ``unlogged`` record for whatever differs from the expectation.
-
-        Checks the paths the log knows and ``paths`` by reading them; with a
-        snapshot (or ``full_check``), every path of the tree as well.
-        """
-        records = state.all()
-        expect = self.expectation(records)
-        base = self._base_tree(records)
-        if snapshot is None and self.full_check:
-            snapshot = self.wt.snapshot(self.run.id)
-        found: dict[str, tuple[str, str, list[Ref]]] = {}
-        for path in sorted({*expect, *paths}):
-            want = expect.get(path)
-            if want is None:
-                want = tree_state(self.repo, base, path)
-            have, refs = self._peek(path, want)
-            if have != want:
-                found[path] = (want, have, refs)
-        if snapshot is not None:
-            tree = self.repo[snapshot]
-            assert isinstance(tree, pygit2.Tree)
-            for path in self.wt.changed_paths(base, snapshot):
-                if path in found or path in expect:
-                    continue
-                try:
-                    entry = tree[path]
-                except KeyError:
-                    entry = None
-                if entry is not None and entry.filemode in (MODE_TREE, MODE_GITLINK):
-                    continue
-                have = ABSENT if entry is None else str(entry.id)
-                want = tree_state(self.repo, base, path)
-                if have != want:
-                    found[path] = (want, have, [] if have == ABSENT else [Ref(have)])
-        if not found:
-            return
-        paths_ = sorted(found)
-        state.add(Unlogged(
-            self.run.id, state.next_lsn, tuple(paths_),
-            tuple(found[p][0] for p in paths_), tuple(found[p][1] for p in paths_), noticed,
-        ), [r for p in paths_ for r in found[p][2]])
-
-    def _peek(self, path: str, want: str) -> tuple[str, list[Ref]]:
-        """State of ``path``; its blob is written only when it differs from ``want``.
-
-        One read per path: this runs for every path the log knows at every hook.
-        """
-        try:
-            data, _ = self.wt.read(path)
-        except WalError:  # a directory or a special file now: not a file state
-            data = None
-        have = ABSENT if data is None else blob_id(data)
-        if have == want or data is None:
-            return have, []
-        oid = self.store.put_blob(data)
-        return oid, [Ref(oid)]
-
-    # -- settling an intent whose closing hook never came -----------------------
-
-    def _settle(self, state: _State, intent: Intent, why: str) -> None:
-        """Close ``intent`` from what the tree shows, never writing the tree."""
-        lsn = state.next_lsn
-        if intent.tool == "exec":
-            snap = self.wt.snapshot(self.run.id)
-            changed = self.wt.changed_paths(TreeId(intent.pre[0]), snap)
-            if not changed:
-                state.add(Abort(self.run.id, lsn, intent.lsn, f"not applied: {why}"))
-                return
-            state.add(Abort(self.run.id, lsn, intent.lsn,
-                            f"{why}; {len(changed)} path(s) changed since its pre tree, "
-                            "recorded as unlogged (not verified)"),
-                      [Ref(snap, is_tree=True)])
-            self._notice(state, f"settling LSN {intent.lsn}: {why}", snapshot=snap)
-            return
-        assert intent.post is not None
-        now = tuple(self.wt.state(p) for p in intent.target)
-        if now == intent.post:
-            state.add(Commit(self.run.id, lsn, intent.lsn, now,
-                             f"hash==post (settled: {why})", recovered=True))
-        elif now == intent.pre:
-            state.add(Abort(self.run.id, lsn, intent.lsn, f"not applied: {why}"))
-        else:
-            state.add(Abort(self.run.id, lsn, intent.lsn,
-                            f"{why}; found neither the pre- nor the post-image, left as "
-                            "found and recorded as unlogged"))
-            self._notice(state, f"settling LSN {intent.lsn}: {why}", intent.target)
-
     def _open(self, records: list[Record]) -> Intent | None:
         last = records[-1]
         return last if isinstance(last, Intent) else None
 
-    def _make_way(self, state: _State, call: Call, event: str, wait: float) -> None:
+    def _make_way(self, state: Pending, call: Call, event: str, wait: float) -> None:
         """Close an open intent of another call before this call logs its own.
 
         Calls of one thread run one at a time (an agent runs its writing tools
@@ -330,7 +123,7 @@ class External:
             raise _WaitFor(open_.lsn)
         what = "no closing hook came before the next call" if tag else (
             "left open by an interrupted process")
-        self._settle(state, open_, what)
+        self.look.settle(state, open_, what)
 
     def closing_may_come(self, intent: Intent) -> bool:
         """Whether the closing hook of an open file step is still to be expected
@@ -352,7 +145,7 @@ class External:
             time.sleep(POLL)
 
     def _locked(self, call: Call, event: str, wait: float,
-                body: Callable[[_State], Outcome]) -> Outcome:
+                body: Callable[[Pending], Outcome]) -> Outcome:
         """Run ``body`` under the run lock once no other call's intent is open
         (waiting at most ``wait`` seconds for another thread's), then append
         what it added, in one append."""
@@ -396,11 +189,11 @@ class External:
         if len(set(paths)) != len(paths) or not paths:
             raise ToolRefused(f"{call.tool}: expected distinct paths, got {list(paths)}")
 
-        def body(state: _State) -> Outcome:
+        def body(state: Pending) -> Outcome:
             already = self._open_for(state.records, call)
             if already is not None:  # a retried hook: the intent is durable already
                 return Outcome((), already)
-            self._notice(state, call.who(event), paths)
+            self.look.notice(state, call.who(event), paths)
             pre_data: list[Content] = []
             modes: list[int] = []
             for p in paths:
@@ -437,12 +230,12 @@ class External:
                     event: str = "PreToolUse", wait: float = 5.0) -> Outcome:
         """Log an exec intent (the whole tree as its pre-image) for a shell call."""
 
-        def body(state: _State) -> Outcome:
+        def body(state: Pending) -> Outcome:
             already = self._open_for(state.records, call)
             if already is not None:
                 return Outcome((), already)
             snap = self.wt.snapshot(self.run.id)
-            self._notice(state, call.who(event), snapshot=snap)
+            self.look.notice(state, call.who(event), snapshot=snap)
             lsn = state.next_lsn
             args: dict[str, Any] = {"argv": list(argv), AGENT_ARG: call.tag()}
             if cwd is not None:
@@ -475,7 +268,7 @@ class External:
                 snap = None
                 if not paths:
                     snap = self.wt.snapshot(self.run.id)
-                self._notice(state, f"{call.who(event)} ({why})", paths, snapshot=snap)
+                self.look.notice(state, f"{call.who(event)} ({why})", paths, snapshot=snap)
                 pending = tuple(r for r, _ in state.pending)
                 return Outcome(pending, intent)
             assert intent is not None
@@ -491,12 +284,12 @@ class External:
             pending = tuple(r for r, _ in state.pending)
         return Outcome(pending, intent)
 
-    def _close_file(self, state: _State, call: Call, event: str, intent: Intent) -> None:
+    def _close_file(self, state: Pending, call: Call, event: str, intent: Intent) -> None:
         assert intent.post is not None
         observed: list[str] = []
         refs: list[Ref] = []
         for path, want in zip(intent.target, intent.post, strict=True):
-            have, rs = self._peek(path, want)
+            have, rs = self.look.peek(path, want)
             observed.append(have)
             refs += rs
         if tuple(observed) == intent.post:
@@ -509,7 +302,7 @@ class External:
         state.add(Commit(self.run.id, state.next_lsn, intent.lsn, tuple(observed), verified),
                   refs)
 
-    def _close_failed(self, state: _State, call: Call, event: str, intent: Intent,
+    def _close_failed(self, state: Pending, call: Call, event: str, intent: Intent,
                       error: str) -> None:
         reason = f"{call.who(event)}: {error.strip()[-300:] or 'the tool failed'}"
         if intent.tool == "exec":
@@ -520,7 +313,7 @@ class External:
                                       "and recorded as unlogged" if changed else "")),
                       [Ref(snap, is_tree=True)])
             if changed:
-                self._notice(state, f"{call.who(event)} (changes of the failed call)",
+                self.look.notice(state, f"{call.who(event)} (changes of the failed call)",
                              snapshot=snap)
             return
         now = tuple(self.wt.state(p) for p in intent.target)
@@ -528,7 +321,7 @@ class External:
                  if now == intent.post else "changed, left as found")
         state.add(Abort(self.run.id, state.next_lsn, intent.lsn, f"{reason}; found {found}"))
         if now != intent.pre:
-            self._notice(state, f"{call.who(event)} (changes of the failed call)",
+            self.look.notice(state, f"{call.who(event)} (changes of the failed call)",
                          intent.target)
 
     def settle(self, event: str, wait: float = 0.0, keep_in_doubt: bool = False) -> Outcome:
@@ -546,8 +339,8 @@ class External:
                     return Outcome((), open_, f"LSN {open_.lsn} is in doubt: left open")
         call = Call("gitwal", event, "", "settle")  # matches no intent, no thread
 
-        def body(state: _State) -> Outcome:
-            self._notice(state, f"{event} check")
+        def body(state: Pending) -> Outcome:
+            self.look.notice(state, f"{event} check")
             return Outcome(())
 
         return self._locked(call, event, wait, body)
@@ -557,7 +350,7 @@ class External:
         (its agent may be writing its targets right now): a background check."""
         with self._state() as state:
             if self._open(state.records) is None:
-                self._notice(state, noticed, snapshot=self.wt.snapshot(self.run.id))
+                self.look.notice(state, noticed, snapshot=self.wt.snapshot(self.run.id))
             pending = tuple(r for r, _ in state.pending)
         return Outcome(pending)
 
@@ -582,21 +375,4 @@ class _WaitFor(Exception):
         self.lsn = lsn
 
 
-def index_entries(path: str) -> int | None:
-    """How many entries a git index file holds (its header), or None."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(INDEX_HEADER)
-    except OSError:
-        return None
-    if len(head) < INDEX_HEADER or head[:4] != b"DIRC":
-        return None
-    return int.from_bytes(head[8:12], "big")
-
-
-def first_plan(records: list[Record]) -> Plan | None:
-    return records[0] if isinstance(records[0], Plan) else None
-
-
-__all__ = ["AGENT_ARG", "MISS", "Call", "External", "Outcome", "RunBusy", "agent_tag",
-           "index_entries", "is_miss"]
+__all__ = ["External", "Pending"]

@@ -44,7 +44,7 @@ def redo_command(tool: str, args: dict[str, Any], step: int | None = None) -> st
     return f"{tool} {args}"
 
 
-AGENT_ARG = "agent"  # external.AGENT_ARG (not imported: it would load pygit2)
+AGENT_ARG = "agent"  # agent_call.AGENT_ARG (not imported: it would load pygit2)
 
 
 def agent_tool(args: dict[str, Any]) -> str | None:

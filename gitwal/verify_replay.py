@@ -18,9 +18,9 @@ import pygit2
 from pygit2.enums import ObjectType
 
 from . import tools
+from .agent_call import AGENT_ARG, MISS
 from .checkpoint import expected_state
 from .errors import WalError
-from .external import AGENT_ARG, MISS
 from .ids import ABSENT, TreeId
 from .records import (
     REPLAY_SAFE,

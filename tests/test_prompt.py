@@ -101,6 +101,6 @@ def test_harness_steps_keep_the_git_wal_commands() -> None:
 
 
 def test_the_agent_key_is_the_one_hooks_write() -> None:
-    from gitwal.external import AGENT_ARG
+    from gitwal.agent_call import AGENT_ARG
 
     assert AGENT_ARG == prompt.AGENT_ARG

@@ -21,7 +21,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..external import Call
+from ..agent_call import Call
 from . import edits
 from .engine import (
     Action,

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..agent_call import Call
 from ..errors import WalError
-from ..external import Call
 from . import apply_patch
 from .claude import call_of as claude_call
 from .claude import render

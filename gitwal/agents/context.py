@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..external import agent_tag, is_miss
+from ..agent_call import agent_tag, is_miss
 from ..records import Commit, Intent, Record, Unlogged
 from ..recovery import Report
 from ..run import Run

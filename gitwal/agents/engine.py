@@ -28,8 +28,9 @@ from pathlib import Path
 import pygit2
 
 from .. import checkpoint as cp
+from ..agent_call import Call, Outcome, agent_tag
 from ..errors import NotARepository, PathRefused, RunBusy, UnknownRun, WalError
-from ..external import Call, External, Outcome, agent_tag, index_entries
+from ..external import External
 from ..ids import RunId, valid_run_id
 from ..records import Checkpoint, Commit, Intent, Record, Unlogged
 from ..run import Run
@@ -405,3 +406,18 @@ def _open_intent_block(run: Run, intent: Intent) -> str:
                 "back to its pre-image)")
     return (f"gitwal: intent LSN {intent.lsn} ({what}) of run {run.id} is open, so "
             f"compacting could lose the only account of it. {step}; then compact again.")
+
+
+INDEX_HEADER = 12  # bytes: "DIRC", version, entry count (git's index format)
+
+
+def index_entries(path: str) -> int | None:
+    """How many entries a git index file holds (its header), or None."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(INDEX_HEADER)
+    except OSError:
+        return None
+    if len(head) < INDEX_HEADER or head[:4] != b"DIRC":
+        return None
+    return int.from_bytes(head[8:12], "big")

@@ -1,0 +1,175 @@
+"""What the log expects the working tree to be, and what a look at it finds.
+
+Since the newest checkpoint, every committed step gives its targets their
+(observed) post-image, an exec step every path its post tree changed, and an
+``unlogged`` record the states it found; any other path is expected as in the
+segment's base tree. Whatever differs when a hook looks becomes an
+``unlogged`` record (no silent gap), naming the blobs found so ``git gc``
+keeps them. Nothing here writes the working tree: the agent owns its effects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pygit2
+
+from .errors import WalError
+from .ids import ABSENT, CommitId, Lsn, TreeId
+from .records import Abort, Checkpoint, Commit, Intent, Record, Unlogged
+from .run import Run
+from .store import Ref
+from .worktree import MODE_GITLINK, MODE_TREE, blob_id, tree_state
+
+
+@dataclass
+class Pending:
+    """The segment as read under the run lock, plus what one call appends."""
+
+    head: CommitId
+    records: list[Record]
+    pending: list[tuple[Record, list[Ref]]]
+
+    @property
+    def next_lsn(self) -> Lsn:
+        return Lsn(self.records[-1].lsn + len(self.pending) + 1)
+
+    def add(self, record: Record, refs: Sequence[Ref] = ()) -> None:
+        self.pending.append((record, list(refs)))
+
+    def all(self) -> list[Record]:
+        return self.records + [r for r, _ in self.pending]
+
+
+class Expectation:
+    """The log's expectation of one run's tree, and the records that close gaps."""
+
+    def __init__(self, run: Run, full_check: bool = True) -> None:
+        self.run_id = run.id
+        self.store = run.store
+        self.wt = run.wt
+        self.repo: pygit2.Repository = run.store.repo
+        self.full_check = full_check  # compare the whole tree, not only known paths
+
+    def base_tree(self, records: list[Record]) -> TreeId:
+        first = records[0]
+        if isinstance(first, Checkpoint):
+            return TreeId(first.tree)
+        plan = self.store.plan(first)
+        commit = self.repo[plan.base]
+        assert isinstance(commit, pygit2.Commit)
+        return TreeId(str(commit.tree_id))
+
+    def expected(self, records: list[Record]) -> dict[str, str]:
+        """path -> the state the log last gave it, since the newest checkpoint.
+
+        Committed steps give their (observed) post, exec steps every path
+        their post tree changed, ``unlogged`` records what they found. Paths
+        not in the result are expected as in the segment's base tree.
+        """
+        intents: dict[int, Intent] = {}
+        out: dict[str, str] = {}
+        for rec in records:
+            if isinstance(rec, Intent):
+                intents[rec.lsn] = rec
+            elif isinstance(rec, Commit):
+                intent = intents.get(rec.intent)
+                if intent is None:
+                    continue
+                if intent.tool == "exec":
+                    post = TreeId(rec.post[0])
+                    for path in self.wt.changed_paths(TreeId(intent.pre[0]), post):
+                        out[path] = tree_state(self.repo, post, path)
+                else:
+                    out.update(zip(intent.target, rec.post, strict=True))
+            elif isinstance(rec, Unlogged):
+                out.update(zip(rec.paths, rec.observed, strict=True))
+        return out
+
+    def notice(self, state: Pending, noticed: str, paths: Sequence[str] = (),
+                snapshot: TreeId | None = None) -> None:
+        """Append an ``unlogged`` record for whatever differs from the expectation.
+
+        Checks the paths the log knows and ``paths`` by reading them; with a
+        snapshot (or ``full_check``), every path of the tree as well.
+        """
+        records = state.all()
+        expect = self.expected(records)
+        base = self.base_tree(records)
+        if snapshot is None and self.full_check:
+            snapshot = self.wt.snapshot(self.run_id)
+        found: dict[str, tuple[str, str, list[Ref]]] = {}
+        for path in sorted({*expect, *paths}):
+            want = expect.get(path)
+            if want is None:
+                want = tree_state(self.repo, base, path)
+            have, refs = self.peek(path, want)
+            if have != want:
+                found[path] = (want, have, refs)
+        if snapshot is not None:
+            tree = self.repo[snapshot]
+            assert isinstance(tree, pygit2.Tree)
+            for path in self.wt.changed_paths(base, snapshot):
+                if path in found or path in expect:
+                    continue
+                try:
+                    entry = tree[path]
+                except KeyError:
+                    entry = None
+                if entry is not None and entry.filemode in (MODE_TREE, MODE_GITLINK):
+                    continue
+                have = ABSENT if entry is None else str(entry.id)
+                want = tree_state(self.repo, base, path)
+                if have != want:
+                    found[path] = (want, have, [] if have == ABSENT else [Ref(have)])
+        if not found:
+            return
+        paths_ = sorted(found)
+        state.add(Unlogged(
+            self.run_id, state.next_lsn, tuple(paths_),
+            tuple(found[p][0] for p in paths_), tuple(found[p][1] for p in paths_), noticed,
+        ), [r for p in paths_ for r in found[p][2]])
+
+    def peek(self, path: str, want: str) -> tuple[str, list[Ref]]:
+        """State of ``path``; its blob is written only when it differs from ``want``.
+
+        One read per path: this runs for every path the log knows at every hook.
+        """
+        try:
+            data, _ = self.wt.read(path)
+        except WalError:  # a directory or a special file now: not a file state
+            data = None
+        have = ABSENT if data is None else blob_id(data)
+        if have == want or data is None:
+            return have, []
+        oid = self.store.put_blob(data)
+        return oid, [Ref(oid)]
+
+    def settle(self, state: Pending, intent: Intent, why: str) -> None:
+        """Close ``intent`` from what the tree shows, never writing the tree."""
+        lsn = state.next_lsn
+        if intent.tool == "exec":
+            snap = self.wt.snapshot(self.run_id)
+            changed = self.wt.changed_paths(TreeId(intent.pre[0]), snap)
+            if not changed:
+                state.add(Abort(self.run_id, lsn, intent.lsn, f"not applied: {why}"))
+                return
+            state.add(Abort(self.run_id, lsn, intent.lsn,
+                            f"{why}; {len(changed)} path(s) changed since its pre tree, "
+                            "recorded as unlogged (not verified)"),
+                      [Ref(snap, is_tree=True)])
+            self.notice(state, f"settling LSN {intent.lsn}: {why}", snapshot=snap)
+            return
+        assert intent.post is not None
+        now = tuple(self.wt.state(p) for p in intent.target)
+        if now == intent.post:
+            state.add(Commit(self.run_id, lsn, intent.lsn, now,
+                             f"hash==post (settled: {why})", recovered=True))
+        elif now == intent.pre:
+            state.add(Abort(self.run_id, lsn, intent.lsn, f"not applied: {why}"))
+        else:
+            state.add(Abort(self.run_id, lsn, intent.lsn,
+                            f"{why}; found neither the pre- nor the post-image, left as "
+                            "found and recorded as unlogged"))
+            self.notice(state, f"settling LSN {intent.lsn}: {why}", intent.target)
