@@ -7,7 +7,6 @@ Writing lives in store.py, the only writer of ``refs/wal/*``.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pygit2
@@ -17,7 +16,8 @@ from .ids import CommitId, RunId
 from .records import Checkpoint, Plan, Record, decode
 
 REF_PREFIX = "refs/wal/"
-_RECORD_NAME = re.compile(r"(\d{12})\.json")
+LSN_DIGITS = 12
+RECORD_NAME_LEN = LSN_DIGITS + len(".json")  # <lsn:012d>.json
 UNTRUSTED = "the log was damaged or rewritten outside gitwal; nothing past it is trusted"
 
 
@@ -175,20 +175,22 @@ class Chain:
         batch: list[tuple[Record, bytes]] = []
         for entry in tree:
             name = entry.name or ""
-            m = _RECORD_NAME.fullmatch(name)
-            if m is None:
-                if name[:1].isdigit():
-                    continue
-                break  # entries sort by name: every record blob comes before obj-*
-            lsn = int(m.group(1))
+            # Entries sort by name: every record blob comes before obj-*.
+            if not name[:1].isdigit():
+                break
+            if len(name) != RECORD_NAME_LEN or not name.endswith(".json") or not (
+                    digits := name[:LSN_DIGITS]).isdigit() or not digits.isascii():
+                continue
+            lsn = int(digits)
             try:
-                blob = self.repo.get(entry.id)
-            except ValueError:
-                blob = None
-            if not isinstance(blob, pygit2.Blob):
+                # The entry itself reads the blob (one lookup, not two); a
+                # missing object or one that is not a blob raises.
+                data = entry.data if isinstance(entry, pygit2.Blob) else None
+            except (KeyError, ValueError, pygit2.GitError):
+                data = None
+            if data is None:
                 raise CorruptLog(f"{self._where(commit, lsn)}: record blob is missing or "
                                  "not a blob", UNTRUSTED)
-            data = blob.data
             rec = decode(data, self._where(commit, lsn))
             if rec.lsn != lsn or rec.run != self.run:
                 raise CorruptLog(

@@ -189,21 +189,10 @@ def decode(data: bytes, where: str) -> Record:
 
 def _build(cls: type[Record], body: dict[str, Any]) -> Record:
     def req(name: str, kind: type | tuple[type, ...]) -> Any:
-        if name not in body:
-            raise ValueError(f"missing field {name!r}")
-        value = body[name]
-        if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
-            raise ValueError(f"field {name!r} has the wrong type")
-        return value
+        return _req(body, name, kind)
 
     def ids(name: str, allow_absent: bool = True) -> tuple[str, ...]:
-        values = req(name, list)
-        for v in values:
-            if not isinstance(v, str) or not (
-                is_object_id(v) or (allow_absent and v == ABSENT)
-            ):
-                raise ValueError(f"field {name!r} holds something that is not an object id")
-        return tuple(values)
+        return _ids(body, name, allow_absent)
 
     run = RunId(req("run", str))
     lsn = Lsn(req("lsn", int))
@@ -294,6 +283,31 @@ def _build(cls: type[Record], body: dict[str, Any]) -> Record:
         run, lsn, Lsn(req("intent", int)), req("reason", str), tuple(restored),
         req("output", str),
     )
+
+
+def _req(body: dict[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
+    try:
+        value = body[name]
+    except KeyError:
+        raise ValueError(f"missing field {name!r}") from None
+    if not isinstance(value, kind) or ((value is True or value is False) and kind is int):
+        raise ValueError(f"field {name!r} has the wrong type")
+    return value
+
+
+def _ids(body: dict[str, Any], name: str, allow_absent: bool) -> tuple[str, ...]:
+    values = _req(body, name, list)
+    for v in values:
+        # The common case first: a full lowercase hex id (set test, no regex).
+        if type(v) is str and len(v) in _ID_LENGTHS and _HEX_DIGITS.issuperset(v):
+            continue
+        if not (allow_absent and v == ABSENT):
+            raise ValueError(f"field {name!r} holds something that is not an object id")
+    return tuple(values)
+
+
+_ID_LENGTHS = (40, 64)  # SHA-1, SHA-256
+_HEX_DIGITS = frozenset("0123456789abcdef")
 
 
 def _corrupt(where: str, why: str) -> CorruptLog:
