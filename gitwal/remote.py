@@ -345,18 +345,43 @@ def _integrate_once(repo: pygit2.Repository, run: str, ref: str, theirs: str) ->
     return RefOutcome(ref, "diverged", f"written once, but {_describe_split(repo, ours, theirs)}")
 
 
-def fetch(cwd: Path, remote: str | None, offline: bool = False) -> Transfer:
-    """Fetch the remote's logs into the staging namespace, then integrate them."""
+def run_fetch_refspecs(remote: str, run: str) -> list[str]:
+    """Like :func:`fetch_refspecs`, for one run's refs. The pattern of the live
+    ref also matches runs whose name starts with ``run`` (a refspec has one
+    ``*`` and a missing exact source fails the fetch): only ``run`` is
+    integrated."""
+    stage = staging_prefix(remote)
+    out = []
+    for ns in NAMESPACES:
+        tail = "*" if ns == LIVE_PREFIX else "/*"
+        out.append(f"+{ns}{run}{tail}:{stage}{ns[len('refs/'):]}{run}{tail}")
+    return out
+
+
+def fetch(cwd: Path, remote: str | None, offline: bool = False,
+          run: str | None = None) -> Transfer:
+    """Fetch the remote's logs (or ``run``'s alone) into the staging namespace,
+    then integrate them."""
     name = resolve_remote(cwd, remote)
+    if run is not None and not valid_run_id(run):
+        raise WalError(f"invalid run id {run!r}",
+                       "run ids are letters, digits, '.', '_' and '-' (`git wal runs`)")
     if not offline:
+        specs = fetch_refspecs(name) if run is None else run_fetch_refspecs(name, run)
         proc = _git(cwd, "fetch", "--no-tags", "--prune", "--no-write-fetch-head",
-                    "--recurse-submodules=no", name, *fetch_refspecs(name))
+                    "--recurse-submodules=no", name, *specs)
         if proc.returncode != 0:
             raise WalError(f"git fetch {name} failed: {_last_line(proc.stderr)}",
                            "check the remote's URL and your access (`git remote -v`); "
                            "no local log was changed")
     repo = open_repo(cwd)  # opened after the fetch: its objects are visible
     staged = _staged(repo, name)
+    if run is not None:
+        staged = {ref: oid for ref, oid in staged.items()
+                  if (where := _split(ref)) is not None and where[1] == run}
+        if not staged:
+            raise WalError(f"remote {name} has no log of run {run}",
+                           f"`git ls-remote {name} 'refs/wal/*'` lists the runs it has")
     # Archives first: a live ref the remote compacted moves only once they are here.
     order = {ARCHIVE_PREFIX: 0, CHECKPOINT_PREFIX: 1, LIVE_PREFIX: 2}
 

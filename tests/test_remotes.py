@@ -169,6 +169,48 @@ def test_push_picks_the_current_run_or_all_and_the_upstream_remote(tmp_path: Pat
     assert unknown.returncode == 1 and "no run no-such-run" in unknown.stderr
 
 
+def test_fetch_run_brings_that_run_alone(tmp_path: Path) -> None:
+    url = _bare(tmp_path, "plain.git").as_uri()
+    a = _clone(tmp_path, url, "a")
+    b = _clone(tmp_path, url, "b")
+    for run in ("x", "x2", "y"):  # x2 shares x's prefix: the live refspec matches it too
+        ok(a, "begin", "--run", run, "--task", run)
+        ok(a, "apply", "--run", run, "write-file", f"{run}.txt", "--from", "-",
+           input=b"text\n")
+        if run == "x":
+            ok(a, "checkpoint", "--run", "x", "--detached")  # x gets a checkpoint ref
+            ok(a, "compact", "--run", "x")  # and an archive
+    ok(a, "push", "--all")
+    x_refs = git(a, "for-each-ref", "--format=%(refname)", "refs/wal/x", "refs/wal-archive/x",
+                 "refs/wal-checkpoints/x").split()
+    assert len(x_refs) == 3, x_refs
+
+    fetched = _json(b, "fetch", "--run", "x")
+    assert _statuses(fetched) == dict.fromkeys(x_refs, "created")
+    assert git(b, "for-each-ref", "--format=%(refname)", "refs/wal/", "refs/wal-archive/",
+               "refs/wal-checkpoints/").split() == x_refs
+    for ref in x_refs:
+        assert git(b, "rev-parse", ref) == git(a, "rev-parse", ref)
+    # The rest comes with a plain fetch; x is up to date.
+    assert _statuses(_json(b, "fetch")) == {**dict.fromkeys(x_refs, "up-to-date"),
+                                            "refs/wal/x2": "created", "refs/wal/y": "created"}
+
+
+def test_fetch_run_of_a_run_the_remote_lacks_is_an_error(tmp_path: Path) -> None:
+    url = _bare(tmp_path, "plain.git").as_uri()
+    a = _clone(tmp_path, url, "a")
+    run = _run_with_step(a, "only-here")
+    head = git(a, "rev-parse", f"refs/wal/{run}")
+    proc = wal(a, "fetch", "--run", "nosuch")
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.startswith("error: remote origin has no log of run nosuch\n")
+    assert "hint: `git ls-remote origin 'refs/wal/*'`" in proc.stderr
+    bad = wal(a, "fetch", "--run", "../x")
+    assert bad.returncode == 1 and bad.stderr.startswith("error: invalid run id '../x'")
+    assert "hint:" in bad.stderr and "Traceback" not in bad.stderr
+    assert git(a, "rev-parse", f"refs/wal/{run}") == head  # nothing changed
+
+
 def test_a_diverged_log_is_refused_on_push_and_reported_on_fetch(tmp_path: Path,
                                                                 server_url: str) -> None:
     a = _clone(tmp_path, server_url, "a")

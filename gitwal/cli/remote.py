@@ -72,13 +72,15 @@ def push_(remote_name: str | None, run_id: str | None, everything: bool, as_json
 
 @main.command("fetch")
 @REMOTE
+@click.option("--run", "run_id", metavar="RUN",
+              help="Only this run's log (live ref, archives, checkpoints).")
 @click.option("--offline", is_flag=True,
               help="Do not contact the remote: integrate what `git fetch` staged last.")
 @JSON
 @handled
-def fetch_(remote_name: str | None, offline: bool, as_json: bool) -> None:
+def fetch_(remote_name: str | None, run_id: str | None, offline: bool, as_json: bool) -> None:
     """Fetch run logs; fast-forward local ones, report diverged ones (never overwrite)."""
-    _show(rm.fetch(Path("."), remote_name, offline), as_json, "fetch")
+    _show(rm.fetch(Path("."), remote_name, offline, run_id), as_json, "fetch")
 
 
 @main.group("remote")
