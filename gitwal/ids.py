@@ -19,7 +19,7 @@ CommitId = NewType("CommitId", str)
 # from ``None`` (which in a record means "not known in advance").
 ABSENT = "absent"
 
-_HEX = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
+_HEX = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 _RUN = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]{0,99}")
 
 

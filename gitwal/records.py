@@ -298,16 +298,9 @@ def _req(body: dict[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
 def _ids(body: dict[str, Any], name: str, allow_absent: bool) -> tuple[str, ...]:
     values = _req(body, name, list)
     for v in values:
-        # The common case first: a full lowercase hex id (set test, no regex).
-        if type(v) is str and len(v) in _ID_LENGTHS and _HEX_DIGITS.issuperset(v):
-            continue
-        if not (allow_absent and v == ABSENT):
+        if type(v) is not str or not (is_object_id(v) or (allow_absent and v == ABSENT)):
             raise ValueError(f"field {name!r} holds something that is not an object id")
     return tuple(values)
-
-
-_ID_LENGTHS = (40, 64)  # SHA-1, SHA-256
-_HEX_DIGITS = frozenset("0123456789abcdef")
 
 
 def _corrupt(where: str, why: str) -> CorruptLog:
