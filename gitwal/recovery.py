@@ -26,6 +26,7 @@ from typing import Any
 
 import pygit2
 
+from .agent_call import agent_tag
 from .durable import crash_point
 from .effects import apply_post, restore_pre, run_check, run_command
 from .errors import RunBusy
@@ -147,11 +148,14 @@ class Report:
 class Recovery:
     """Recovers one run; construct, then call :meth:`run` under the run lock."""
 
-    def __init__(self, store: Store, wt: Worktree, redo: bool, restore: bool) -> None:
+    def __init__(self, store: Store, wt: Worktree, redo: bool, restore: bool,
+                 inside: str | None = None) -> None:
         self.store = store
         self.wt = wt
         self.redo = redo
         self.restore = restore
+        # The agent whose tool call runs this recovery (agent_call.calling_agent).
+        self.inside = inside
         self.head: CommitId | None = None
         self.next_lsn = Lsn(1)
         self.appended: list[Record] = []  # what this recovery added to the log
@@ -186,6 +190,8 @@ class Recovery:
                 f"wait for it to exit (`fuser {path}` names it), or stop it, then "
                 "run `git wal recover` again",
             )
+        if not dry_run:
+            self._refuse_own_call(open_intents)
         outcomes: list[Outcome] = []
         removed: list[str] = []
         for intent in open_intents:
@@ -270,6 +276,25 @@ class Recovery:
         self._append(Commit(self.store.run, self.next_lsn, intent.lsn, observed,
                             verified, recovered=True))
         return self._outcome(intent, outcome, action, detail + "; now committed")
+
+    def _refuse_own_call(self, open_intents: list[Intent]) -> None:
+        """An agent's shell call has no command lock (the agent runs it, not
+        gitwal): when this recovery runs inside that agent's tool call, an open
+        shell intent of the agent is a call still running, most likely the one
+        running this very command. Deciding it now would abort a live step."""
+        for intent in open_intents:
+            tag = agent_tag(intent)
+            if (self.inside is None or intent.tool != "exec" or tag is None
+                    or tag.get("name") != self.inside):
+                continue
+            raise RunBusy(
+                f"run {self.store.run}: LSN {intent.lsn} is a {tag.get('tool', 'shell')} "
+                f"call of {self.inside} that has not finished, and this recovery runs "
+                f"inside a {self.inside} tool call (most likely that very call)",
+                "the agent's hooks recover its run when a session starts; `git wal "
+                "prompt` shows the state without deciding anything; run `git wal "
+                "recover` from a terminal when the agent has stopped",
+            )
 
     def _running(self, intent: Intent) -> str:
         if self.store.command_running(intent.lsn) is None:

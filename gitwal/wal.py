@@ -190,12 +190,17 @@ class Wal:
     # -- recovery --------------------------------------------------------
 
     def recover(
-        self, run_id: str | None = None, redo: bool = False, restore: bool = False
+        self, run_id: str | None = None, redo: bool = False, restore: bool = False,
+        inside: str | None = None,
     ) -> Report:
-        """Decide every open intent, repair, and report (see recovery.py)."""
+        """Decide every open intent, repair, and report (see recovery.py).
+
+        ``inside``: the agent whose tool call runs this (``calling_agent``); an
+        open shell step of that agent is then refused as still running.
+        """
         run = self.run(run_id)
         with run.store.locked(wait=False):
-            return Recovery(run.store, self.wt, redo, restore).run()
+            return Recovery(run.store, self.wt, redo, restore, inside).run()
 
     def report(self, run_id: str | None = None) -> Report:
         """The same report without changing anything (for `git wal prompt`)."""

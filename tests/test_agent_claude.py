@@ -497,3 +497,36 @@ def test_garbage_input_blocks_a_pre_tool_use(repo: Path) -> None:
                            "hook", "claude", "PreToolUse"], cwd=repo, input=b"{not json",
                           capture_output=True)
     assert proc.returncode == 2 and b"not JSON" in proc.stderr
+
+
+def test_recover_inside_the_agents_own_bash_call_refuses_to_decide_it(repo: Path) -> None:
+    """`git wal recover` run through Claude Code's Bash tool (which exports
+    CLAUDECODE=1): the open Bash intent is that very call, still running."""
+    cmd = {"command": f"{GIT_WAL} recover --run {RUN}", "description": "recover"}
+    assert run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Bash", cmd,
+                                                "toolu_r")).code == 0
+    before = wal_log(repo, RUN)
+    inside = wal(repo, "recover", "--run", RUN, env={"CLAUDECODE": "1"})
+    assert inside.returncode == 1 and inside.stdout == ""
+    assert inside.stderr.startswith(
+        f"error: run {RUN}: LSN {before[-1]['lsn']} is a Bash call of claude-code that "
+        "has not finished, and this recovery runs inside a claude-code tool call")
+    assert "hint: the agent's hooks recover its run" in inside.stderr
+    assert "Traceback" not in inside.stderr
+    assert wal_log(repo, RUN) == before  # nothing decided, nothing appended
+    # `git wal prompt` decides nothing, so it still answers.
+    assert wal(repo, "prompt", "--run", RUN, env={"CLAUDECODE": "1"}).returncode == 0
+    # The call ends; its own closing hook commits it.
+    assert run_hook(repo, "claude", claude_tool(repo, "PostToolUse", "Bash", cmd,
+                                                "toolu_r")).code == 0
+    assert [i["status"] for i in intents(repo)] == ["committed"]
+
+
+def test_recover_from_a_terminal_or_another_agent_decides_the_open_bash_step(
+        repo: Path) -> None:
+    cmd = {"command": "true", "description": "nothing"}
+    assert run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Bash", cmd,
+                                                "toolu_t")).code == 0
+    proc = wal(repo, "recover", "--run", RUN, env={"GEMINI_CLI": "1"})
+    assert proc.returncode == 0, proc.stderr
+    assert [i["status"] for i in intents(repo)] == ["aborted"]  # not applied

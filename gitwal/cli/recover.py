@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
 
+from ..agent_call import calling_agent
 from ..errors import EXIT_IN_DOUBT
 from ..wal import Wal
 from . import emit_json, handled, main
@@ -21,7 +23,8 @@ from .steps import JSON, RUN
 @handled
 def recover(run_id: str | None, redo: bool, restore: bool, as_json: bool) -> None:
     """Decide every open intent, repair, and print the resume prompt."""
-    report = Wal(".").recover(run_id, redo=redo, restore=restore)
+    report = Wal(".").recover(run_id, redo=redo, restore=restore,
+                               inside=calling_agent(os.environ))
     if as_json:
         data = report.to_dict()
         data["prompt"] = report.prompt()

@@ -28,6 +28,7 @@ from typing import Any
 import pygit2
 
 from .. import checkpoint as cp
+from ..agent_call import calling_agent
 from ..errors import StepFailed, ToolRefused, UnknownRun, WalError
 from ..ids import CommitId, Lsn, RunId, TreeId
 from ..records import Abort, Commit, Intent, Record
@@ -218,7 +219,8 @@ class Host:
             except UnknownRun:
                 return Reply(True, "no run in this worktree: nothing to recover", {"run": None})
             with captured_output() as out:
-                report = wal.recover(run.id, redo=redo, restore=restore)
+                report = wal.recover(run.id, redo=redo, restore=restore,
+                                     inside=calling_agent(os.environ))
             data = report.to_dict()
             data["prompt"] = report.prompt()
             return _with_output(Reply(True, data["prompt"], data), out.text)
