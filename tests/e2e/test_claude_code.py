@@ -28,6 +28,7 @@ from .agents import (
     renamed,
 )
 from .claude import (
+    VENV_BIN,
     ClaudeCode,
     git_wal,
     hooks_settings,
@@ -348,3 +349,30 @@ def test_each_hook_event_is_logged_with_the_tool_use_ids_of_the_calls(
     assert any("partial.txt" in r["paths"] for r in unlogged), unlogged
     # PreCompact: the manual /compact checkpointed first.
     assert [r for r in recs if r["type"] == "checkpoint"]
+
+
+# -- recovery run through the agent's own Bash tool ------------------------------------
+
+
+def test_recover_through_the_agents_own_bash_call_leaves_that_call_alone(
+        tmp_path: Path, claude_bin: Path) -> None:
+    """Claude Code exports CLAUDECODE=1 to its Bash commands: `git wal recover`
+    run by the model finds its own call's intent open and refuses to decide it;
+    the call's PostToolUse then commits it."""
+    env = sealed_env(tmp_path / "home")
+    repo = make_project(tmp_path / "repo", {"a.txt": "alpha\n"}, env)
+    exe = VENV_BIN / "git-wal"
+    steps = [bash(f"{exe} recover 2> recover.err; echo $? > recover.code",
+                  "Recover the run")]
+    with FakeApi(Steps(steps), log_path=tmp_path / "requests.jsonl") as api:
+        cc = ClaudeCode(claude_bin, tmp_path / "home", api.url)
+        out = cc.run(repo, "Recover.", session_id=str(uuid.uuid4()))
+        assert out.returncode == 0 and api.errors == [], out.stderr
+        [call] = api.emitted
+    assert (repo / "recover.code").read_text() == "1\n"
+    err = (repo / "recover.err").read_text()
+    assert "runs inside a claude-code tool call" in err and "hint:" in err, err
+    recs = records(repo, env)
+    [intent] = [r for r in recs if r["type"] == "intent"]
+    assert call_of(intent) == call.id and intent["tool"] == "exec"
+    assert closing(recs)[intent["lsn"]]["type"] == "commit"  # by its own PostToolUse
