@@ -38,8 +38,8 @@ from .records import Checkpoint, Intent, Plan, decode
 from .store import ARCHIVE_PREFIX, Store, list_runs, wal_dir
 from .verify_branch import branch_failures, logged_states, resolve
 from .verify_chain import Entry, Failure, Segment, merge_segments, read_segment
+from .verify_checkpoints import checkpoint_failures
 from .verify_replay import (
-    checkpoint_failures,
     closing_failures,
     drift_notes,
     intent_failures,
