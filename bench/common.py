@@ -118,6 +118,10 @@ def seal_environment(home: Path, pycache: Path) -> None:
         GIT_COMMITTER_EMAIL="bench@example.com",
         PATH=str(BIN) + os.pathsep + os.environ.get("PATH", ""),
     )
+    # No `git gc --auto` in the background: after a commit of thousands of
+    # loose objects (a generated repo, a shadow repository) it would pack and
+    # prune while later contenders are timed, and race the cleanup.
+    (home / ".gitconfig").write_text("[gc]\n\tauto = 0\n")
     for level in (ConfigLevel.GLOBAL, ConfigLevel.XDG, ConfigLevel.SYSTEM):
         pygit2.settings.search_path[level] = str(home)
 
@@ -207,6 +211,8 @@ def machine_facts(tmp: Path) -> list[tuple[str, str]]:
         ("strace", strace or "not installed (fsync counts skipped)"),
         ("Python bytecode for subprocesses", "cached in the temp dir (PYTHONPYCACHEPREFIX)"
          + "".join(f"; {note}" for note in BYTECODE_NOTE)),
+        ("git config", "`gc.auto=0` in the bench's own HOME: no background `git gc` "
+         "during timings"),
         ("load average at start", " ".join(f"{x:.2f}" for x in os.getloadavg())),
     ]
 
