@@ -29,6 +29,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,10 @@ from tests.e2e.install_claude import VERSION, find_claude
 from .common import Stats, fmt_ratio, fmt_spread, fmt_time, met, table
 
 TARGET = 1.5
+# Seconds to let the disk settle first: after a benchmark that wrote and
+# deleted gigabytes (`make bench` runs this one after bench.run), fsync
+# latency stays high for a while, and only gitwal's hooks fsync.
+SETTLE = 20.0
 PROMPT = "Rename getUserById to fetchUser everywhere under src/, one file at a time."
 
 
@@ -148,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     if found.path is None:
         print(f"claude_session: skipped: {found.reason}", file=sys.stderr)
         return 0
+    os.sync()
+    time.sleep(SETTLE)
     work = Path(tempfile.mkdtemp(prefix="gitwal-claude-bench-"))
     try:
         with private_runtime_dir() as runtime:
