@@ -282,4 +282,5 @@ def drop(run: Run) -> str:
         assert head is not None
         name = _archive(run, head)
         run.store.delete_live(head)
+        run.wt.forget_snapshots(run.id)
         return name

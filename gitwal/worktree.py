@@ -191,6 +191,12 @@ class Worktree:
             sync_filesystem(self.root)
         return tree
 
+    def forget_snapshots(self, run: str) -> None:
+        """Delete the run's scratch index (a cache; its shared part expires in git)."""
+        index = Path(self.repo.path) / "wal" / "index" / run
+        index.unlink(missing_ok=True)
+        index.with_name(index.name + ".lock").unlink(missing_ok=True)
+
     def _write_tree(self, index: Path, lock: Path) -> TreeId:
         lock.unlink(missing_ok=True)  # stale: we hold the run lock
         env = dict(os.environ, GIT_INDEX_FILE=str(index))

@@ -180,8 +180,12 @@ def test_gate_outcomes(repo: Path) -> None:
 
 def test_drop_archives_then_deletes(repo: Path) -> None:
     run = begin_with_steps(repo, 1)
+    ok(repo, "exec", "--", "true")  # a snapshot: the run gets a scratch index
+    scratch = repo / ".git" / "wal" / "index" / run
+    assert scratch.is_file()
     before = rows(repo)
     ok(repo, "drop", run)
+    assert not scratch.exists()  # the run's cache goes with it
     assert git(repo, "for-each-ref", f"refs/wal/{run}") == ""
     assert rows(repo, "--all", "--run", run) == before
     missing = wal(repo, "status")
