@@ -276,10 +276,19 @@ def staging_prefix(remote: str) -> str:
     return f"{STAGING_PREFIX}{remote}/"
 
 
-def fetch_refspecs(remote: str) -> list[str]:
-    """Forced, but only into the staging copy: refs/wal-remote/<remote>/wal/<run>, ..."""
+def fetch_refspecs(remote: str, run: str | None = None) -> list[str]:
+    """Forced, but only into the staging copy: refs/wal-remote/<remote>/wal/<run>, ...
+
+    With ``run``, that run's refs only. Its live pattern also matches runs
+    whose name starts with ``run`` (a refspec has one ``*``, and a missing
+    exact source fails the fetch): the caller integrates ``run`` alone.
+    """
     stage = staging_prefix(remote)
-    return [f"+{ns}*:{stage}{ns[len('refs/'):]}*" for ns in NAMESPACES]
+    out = []
+    for ns in NAMESPACES:
+        tail = "*" if run is None else f"{run}*" if ns == LIVE_PREFIX else f"{run}/*"
+        out.append(f"+{ns}{tail}:{stage}{ns[len('refs/'):]}{tail}")
+    return out
 
 
 def _staged(repo: pygit2.Repository, remote: str) -> dict[str, str]:
@@ -345,19 +354,6 @@ def _integrate_once(repo: pygit2.Repository, run: str, ref: str, theirs: str) ->
     return RefOutcome(ref, "diverged", f"written once, but {_describe_split(repo, ours, theirs)}")
 
 
-def run_fetch_refspecs(remote: str, run: str) -> list[str]:
-    """Like :func:`fetch_refspecs`, for one run's refs. The pattern of the live
-    ref also matches runs whose name starts with ``run`` (a refspec has one
-    ``*`` and a missing exact source fails the fetch): only ``run`` is
-    integrated."""
-    stage = staging_prefix(remote)
-    out = []
-    for ns in NAMESPACES:
-        tail = "*" if ns == LIVE_PREFIX else "/*"
-        out.append(f"+{ns}{run}{tail}:{stage}{ns[len('refs/'):]}{run}{tail}")
-    return out
-
-
 def fetch(cwd: Path, remote: str | None, offline: bool = False,
           run: str | None = None) -> Transfer:
     """Fetch the remote's logs (or ``run``'s alone) into the staging namespace,
@@ -367,7 +363,7 @@ def fetch(cwd: Path, remote: str | None, offline: bool = False,
         raise WalError(f"invalid run id {run!r}",
                        "run ids are letters, digits, '.', '_' and '-' (`git wal runs`)")
     if not offline:
-        specs = fetch_refspecs(name) if run is None else run_fetch_refspecs(name, run)
+        specs = fetch_refspecs(name, run)
         proc = _git(cwd, "fetch", "--no-tags", "--prune", "--no-write-fetch-head",
                     "--recurse-submodules=no", name, *specs)
         if proc.returncode != 0:

@@ -174,7 +174,7 @@ class Worktree:
         When it returns, the tree's objects and the working tree's files are
         on stable storage (one syncfs, not an fsync per object).
         """
-        index = Path(self.repo.path) / "wal" / "index" / run
+        index = self._scratch_index(run)
         if not index.parent.is_dir():
             makedirs_durable(index.parent)
         user_index = Path(self.repo.path) / "index"
@@ -191,9 +191,12 @@ class Worktree:
             sync_filesystem(self.root)
         return tree
 
+    def _scratch_index(self, run: str) -> Path:
+        return Path(self.repo.path) / "wal" / "index" / run
+
     def forget_snapshots(self, run: str) -> None:
         """Delete the run's scratch index (a cache; its shared part expires in git)."""
-        index = Path(self.repo.path) / "wal" / "index" / run
+        index = self._scratch_index(run)
         index.unlink(missing_ok=True)
         index.with_name(index.name + ".lock").unlink(missing_ok=True)
 

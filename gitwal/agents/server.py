@@ -228,25 +228,15 @@ def _pid_in(fd: int) -> int:
     return 0
 
 
-def _is_server(pid: int) -> bool:
-    """Whether ``pid`` runs `git wal agent-server` (where /proc tells; else trusted:
-    the lock is in a directory only this user can write)."""
+def _is_server(pid: int, without_proc: bool) -> bool:
+    """Whether ``pid`` runs `git wal agent-server`. An exited, unreaped process
+    has an empty command line, a reused pid another one; where there is no
+    /proc, ``without_proc`` is the answer."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             return b"agent-server" in f.read()
     except FileNotFoundError:
-        return not os.path.isdir("/proc/self")
-    except OSError:
-        return False
-
-
-def _still_serving(pid: int) -> bool:
-    """Whether ``pid`` still runs the server (an exited, unreaped process has an
-    empty command line; a reused pid runs something else; without /proc only
-    the free lock can be known)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return b"agent-server" in f.read()
+        return without_proc and not os.path.isdir("/proc/self")
     except OSError:
         return False
 
@@ -281,7 +271,7 @@ def stop_lock(path: str, timeout: float = STOP_WAIT) -> int | None:
         except BlockingIOError:
             pass
         pid = _pid_in(fd)
-        if pid <= 0 or not _is_server(pid):
+        if pid <= 0 or not _is_server(pid, without_proc=True):
             return None
         _signal(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
@@ -291,7 +281,7 @@ def stop_lock(path: str, timeout: float = STOP_WAIT) -> int | None:
             # the interpreter exits: stopped = the lock is free and the pid gone.
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                if not _still_serving(pid):
+                if not _is_server(pid, without_proc=False):
                     return pid
             except BlockingIOError:
                 pass
