@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+
+import pygit2
 
 from . import tools
 from .durable import crash_point
 from .ids import ABSENT
+from .overwrite import Kept, found, put, torn_prefix
 from .records import Intent
 from .worktree import Worktree
 
@@ -58,25 +61,62 @@ def run_command(argv: Sequence[str], wt: Worktree, intent: Intent, hold: int) ->
         return 126
 
 
-def apply_post(wt: Worktree, intent: Intent) -> None:
+def apply_post(wt: Worktree, intent: Intent) -> tuple[Kept, ...]:
     """Write an intent's post-images: creations before deletions, so a crash
-    between paths never leaves the content nowhere in the tree."""
+    between paths never leaves the content nowhere in the tree.
+
+    A target is written only while it holds its recorded pre-image (or the
+    post-image already): one that changed since the pre-image was read is
+    someone else's; writing stops there and what was found is returned (the
+    caller restores what was written and aborts)."""
     assert intent.post is not None
     modes = tools.post_modes(intent.tool, intent.mode)
     order = sorted(range(len(intent.target)), key=lambda i: intent.post[i] == ABSENT)  # type: ignore[index]
     for n, i in enumerate(order):
         if n:
             crash_point("between-paths")
-        wt.set_state(intent.target[i], intent.post[i], modes[i], f"w{intent.lsn}")
+        kept = put(wt, intent.target[i], intent.post[i], modes[i], f"w{intent.lsn}",
+                   ours=(intent.pre[i],))
+        if kept is not None:
+            return (kept,)
+    return ()
 
 
-def restore_pre(wt: Worktree, intent: Intent) -> tuple[str, ...]:
-    """Put every target of a file intent back to its pre-image."""
-    done = []
-    for i, (path, pre, mode) in enumerate(zip(intent.target, intent.pre, intent.mode, strict=True)):
+@dataclass(frozen=True)
+class Restore:
+    """What putting a file intent's targets back to their pre-images did."""
+
+    restored: tuple[str, ...]  # paths written back
+    kept: tuple[Kept, ...]  # paths left alone: they held bytes gitwal did not write
+
+
+def restore_pre(wt: Worktree, intent: Intent, also: Collection[str] = ()) -> Restore:
+    """Put every target of a file intent that holds gitwal's own bytes (its
+    post-image, or a torn prefix of it) back to its pre-image; ``also``: more
+    states the caller made safe to overwrite (blobs it saved in the log)."""
+    assert intent.post is not None
+    done: list[str] = []
+    kept: list[Kept] = []
+    for i, (path, pre, post, mode) in enumerate(
+            zip(intent.target, intent.pre, intent.post, intent.mode, strict=True)):
         if i:
             crash_point("mid-restore")
-        if wt.state(path) != pre:
+        now = found(wt, path)
+        if now == pre:
+            continue
+        if now == post or now in also or torn_prefix(wt.repo, wt, path, post):
             wt.set_state(path, pre, mode, f"r{intent.lsn}")
             done.append(path)
-    return tuple(done)
+        else:
+            kept.append(Kept(path, now))
+    return Restore(tuple(done), tuple(kept))
+
+
+def missing_images(repo: pygit2.Repository, intent: Intent) -> list[str]:
+    """Targets whose recorded pre-image is not a blob in the object database
+    (pruned, or a forged id): such a target cannot be restored."""
+    out = []
+    for path, pre in zip(intent.target, intent.pre, strict=True):
+        if pre != ABSENT and not isinstance(repo.get(pre), pygit2.Blob):
+            out.append(path)
+    return out

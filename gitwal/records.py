@@ -72,6 +72,10 @@ class Abort:
     reason: str
     restored: tuple[str, ...] = ()  # paths put back to their pre-image
     output: str = ""  # tail of a failed check's output
+    # (path, object id): what gitwal saved before it overwrote bytes it had
+    # not written (a blob), or the snapshot a shell step's restore undid
+    # (path ".", a tree); the append keeps each object alive.
+    saved: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -140,13 +144,24 @@ def type_name(record: Record) -> str:
     return _NAMES[type(record)]
 
 
+# Fields added to the format after version 1 shipped: encoded only when they
+# carry something, so records without them stay byte-identical (and canonical).
+OPTIONAL_FIELDS = frozenset({"saved"})
+
+
 def to_dict(record: Record) -> dict[str, Any]:
     """The record as plain data, with ``v`` and ``type``; lists for tuples."""
     out: dict[str, Any] = {"v": FORMAT_VERSION, "type": type_name(record)}
     for name in record.__dataclass_fields__:
         value = getattr(record, name)
-        out[name] = list(value) if isinstance(value, tuple) else value
+        if name in OPTIONAL_FIELDS and not value:
+            continue
+        out[name] = [_plain(v) for v in value] if isinstance(value, tuple) else value
     return out
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
 
 
 def encode(record: Record) -> bytes:
@@ -279,9 +294,17 @@ def _build(cls: type[Record], body: dict[str, Any]) -> Record:
     restored = req("restored", list)
     if not all(isinstance(p, str) for p in restored):
         raise ValueError("restored must be paths")
+    saved = body.get("saved", [])
+    if "saved" in body and not saved:
+        raise ValueError("saved, when present, must not be empty (canonical form)")
+    if not isinstance(saved, list) or not all(
+        isinstance(s, list) and len(s) == 2 and all(type(x) is str for x in s)
+        and is_object_id(s[1]) for s in saved
+    ):
+        raise ValueError("saved must be [path, object id] pairs")
     return Abort(
         run, lsn, Lsn(req("intent", int)), req("reason", str), tuple(restored),
-        req("output", str),
+        req("output", str), tuple((p, o) for p, o in saved),
     )
 
 

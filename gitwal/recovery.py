@@ -21,25 +21,45 @@ them), and only in the ways the report states.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pygit2
 
 from .agent_call import agent_tag
+from .chain import Chain
 from .durable import crash_point
-from .effects import apply_post, restore_pre, run_check, run_command
-from .errors import RunBusy
+from .effects import apply_post, missing_images, restore_pre, run_check, run_command
+from .errors import RunBusy, WalError
 from .ids import CommitId, Lsn, TreeId
+from .overwrite import (
+    DIRECTORY,
+    SPECIAL,
+    Kept,
+    Saved,
+    bring_back_tree,
+    describe,
+    found,
+    restore_plan,
+    restore_tree,
+    save,
+    torn_prefix,
+)
 from .prompt import redo_command, remaining_steps, render
 from .records import REPLAY_SAFE, Abort, Checkpoint, Commit, Intent, Plan, Record, to_dict
-from .store import Ref, Store
+from .store import Ref, Store, list_runs
 from .worktree import Worktree, tree_state
 
 APPLIED = "applied-missing-commit"
 NOT_APPLIED = "not-applied"
 TORN = "torn"
 IN_DOUBT = "in-doubt"
+SUPERSEDED = "superseded"  # a target now holds another run's committed change
+
+# Whose bytes a target holds (Recovery._kind).
+PRE, POST, TORN_POST, FOREIGN = "pre", "post", "torn-post", "foreign"
+OTHER_RUN = "other-run "
 
 
 @dataclass(frozen=True)
@@ -56,6 +76,9 @@ class Outcome:
     changed: tuple[str, ...] = ()  # exec: paths that differ from the pre tree
     open: bool = False  # still open after recovery (needs a decision)
     step: int | None = None  # the plan step the intent carries out
+    # (path, object id, command that brings it back): bytes gitwal did not
+    # write, saved in the log before a forced restore overwrote them
+    saved: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -129,6 +152,8 @@ class Report:
                     "outcome": o.outcome, "action": o.action, "detail": o.detail,
                     "changed": list(o.changed), "open": o.open, "step": o.step,
                     "redo": redo_command(o.tool, o.args, o.step),
+                    "saved": [{"path": p, "object": oid, "command": cmd}
+                              for p, oid, cmd in o.saved],
                 }
                 for o in self.outcomes
             ],
@@ -159,6 +184,7 @@ class Recovery:
         self.head: CommitId | None = None
         self.next_lsn = Lsn(1)
         self.appended: list[Record] = []  # what this recovery added to the log
+        self._others: dict[tuple[str, str], str] | None = None
 
     def _append(self, record: Record, refs: list[Ref] | None = None) -> None:
         self.head = self.store.append([record], refs or [], self.head)
@@ -223,43 +249,136 @@ class Recovery:
         return out
 
     def _outcome(self, intent: Intent, outcome: str, action: str, detail: str,
-                 changed: tuple[str, ...] = (), open_: bool = False) -> Outcome:
+                 changed: tuple[str, ...] = (), open_: bool = False,
+                 saved: tuple[tuple[str, str, str], ...] = ()) -> Outcome:
         return Outcome(intent.lsn, intent.tool, intent.args, intent.target, outcome,
-                       action, detail, changed, open_, intent.step)
+                       action, detail, changed, open_, intent.step, saved)
 
     def _decide(self, intent: Intent, dry_run: bool) -> Outcome:
         if intent.tool == "exec":
             return self._decide_exec(intent, dry_run)
         assert intent.post is not None
-        now = tuple(self.wt.state(p) for p in intent.target)
+        now = tuple(found(self.wt, p) for p in intent.target)
         if now == intent.post:
             if dry_run:
                 return self._outcome(intent, APPLIED, "none", "applied; commit is missing")
             return self._commit_found(intent, APPLIED, "applied; commit was missing",
                                       "committed")
+        kinds = [self._kind(intent, i, state) for i, state in enumerate(now)]
+        foreign = tuple(p for p, k in zip(intent.target, kinds, strict=True) if k == FOREIGN)
+        others = [(p, k) for p, k in zip(intent.target, kinds, strict=True)
+                  if k.startswith(OTHER_RUN)]
+        if foreign:
+            return self._decide_foreign(intent, now, foreign, dry_run)
         outcome, detail = NOT_APPLIED, "not applied"
-        restored: tuple[str, ...] = ()
-        if now != intent.pre:
-            outcome, detail = TORN, "partially applied (matches neither pre nor post)"
-            if dry_run:
-                return self._outcome(intent, outcome, "none", detail)
-            restored = restore_pre(self.wt, intent)
-            detail += f"; restored {', '.join(restored)} from the pre-image"
+        if others:
+            outcome = SUPERSEDED
+            detail = "; ".join(f"{p} now holds the change {k[len(OTHER_RUN):]} committed "
+                               "(left as it is)" for p, k in others)
+        elif now != intent.pre:
+            outcome, detail = TORN, "partially applied (its own bytes: pre, post or a torn post)"
         if dry_run:
             return self._outcome(intent, outcome, "none", detail)
-        if self.redo and intent.replay == REPLAY_SAFE:
-            apply_post(self.wt, intent)
-            return self._commit_found(intent, outcome, detail + "; redone", "redone")
+        restored: tuple[str, ...] = ()
+        if any(k in (POST, TORN_POST) for k in kinds):
+            if (missing := missing_images(self.store.repo, intent)):
+                return self._missing(intent, missing)
+            restored = restore_pre(self.wt, intent).restored
+            detail += f"; restored {', '.join(restored)} from the pre-image"
+        if self.redo and intent.replay == REPLAY_SAFE and not others:
+            kept = apply_post(self.wt, intent)
+            if not kept:
+                return self._commit_found(intent, outcome, detail + "; redone", "redone")
+            restored += restore_pre(self.wt, intent).restored
+            detail += f"; not redone: {describe(kept)} changed meanwhile"
         self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
                            f"recovery: {detail}; not redone", restored))
-        return self._outcome(intent, outcome, "aborted", detail + "; redo it")
+        return self._outcome(intent, outcome, "aborted",
+                             detail + ("" if others else "; redo it"))
+
+    def _kind(self, intent: Intent, i: int, state: str) -> str:
+        """Whose bytes target ``i`` holds: the step's own (pre, post, a torn
+        post), another run's committed change, or someone else's."""
+        assert intent.post is not None
+        if state == intent.pre[i]:
+            return PRE
+        if state == intent.post[i]:
+            return POST
+        if torn_prefix(self.store.repo, self.wt, intent.target[i], intent.post[i]):
+            return TORN_POST
+        by = self._committed_elsewhere().get((intent.target[i], state))
+        if by is not None:
+            return OTHER_RUN + by
+        return FOREIGN
+
+    def _committed_elsewhere(self) -> dict[tuple[str, str], str]:
+        """(path, state) -> "by run R at LSN n" for every change another run
+        committed (read once per recovery; runs that do not read are skipped:
+        an unreadable log explains nothing)."""
+        if self._others is None:
+            self._others = {}
+            for rid in list_runs(self.store.repo):
+                if rid == self.store.run:
+                    continue
+                try:
+                    records = Chain(self.store.repo, rid).segment()
+                except WalError:
+                    continue
+                for path, state, lsn in committed_states(records, self.wt, self.store.repo):
+                    self._others[(path, state)] = f"by run {rid} at LSN {lsn}"
+        return self._others
+
+    def _decide_foreign(self, intent: Intent, now: tuple[str, ...],
+                        foreign: tuple[str, ...], dry_run: bool) -> Outcome:
+        """A target holds bytes gitwal did not write (a person's edit, a delete,
+        ``git reset --hard``): never overwritten on gitwal's own authority. In
+        doubt; ``--restore`` first saves them in the log, then restores."""
+        shown = describe(Kept(p, s) for p, s in zip(intent.target, now, strict=True)
+                         if p in foreign)
+        detail = f"in doubt: {shown}"
+        if dry_run or not self.restore:
+            return self._outcome(intent, IN_DOUBT, "none" if dry_run else "left-open", detail,
+                                 foreign, True)
+        if (missing := missing_images(self.store.repo, intent)):
+            return self._missing(intent, missing)
+        saved: list[Saved] = []
+        for p, state in zip(intent.target, now, strict=True):
+            if p in foreign and state in (DIRECTORY, SPECIAL):
+                return self._outcome(intent, IN_DOUBT, "left-open",
+                                     detail + "; --restore cannot save a directory or a "
+                                     "special file: move it away, then recover again",
+                                     foreign, True)
+            if p in foreign and (one := save(self.wt, p)) is not None:
+                saved.append(one)
+        # Durable before anything is overwritten: the abort's append keeps
+        # the saved blobs alive (git gc --prune=now included) and names them.
+        self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
+                           f"recovery: {detail}; restored by request (--restore)",
+                           tuple(p for p, s, pre in zip(intent.target, now, intent.pre,
+                                                        strict=True) if s != pre),
+                           saved=tuple((s.path, s.blob) for s in saved)),
+                     [Ref(s.blob) for s in saved])
+        restored = restore_pre(self.wt, intent, also={s.blob for s in saved})
+        back = "; ".join(f"`{s.command()}` brings back {s.path}" for s in saved)
+        return self._outcome(
+            intent, IN_DOUBT, "restored",
+            detail + f"; restored {', '.join(restored.restored) or 'nothing'} from the "
+            "pre-image" + (f"; what was found is saved: {back}" if back else ""),
+            foreign, saved=tuple((s.path, s.blob, s.command()) for s in saved))
+
+    def _missing(self, intent: Intent, paths: list[str]) -> Outcome:
+        return self._outcome(
+            intent, IN_DOUBT, "left-open",
+            f"in doubt: the pre-image of {', '.join(paths)} is not in the object database "
+            "(pruned, or the log names an object it never stored); nothing was restored",
+            tuple(paths), True)
 
     def _commit_found(
         self, intent: Intent, outcome: str, detail: str, action: str
     ) -> Outcome:
         """Verify an intent whose post-image is on disk, then commit (or abort)."""
         assert intent.post is not None
-        observed = tuple(self.wt.state(p) for p in intent.target)
+        observed = tuple(found(self.wt, p) for p in intent.target)
         ok = observed == intent.post
         output = ""
         if ok and intent.check:
@@ -267,11 +386,14 @@ class Recovery:
             ok, output = result.ok, result.output
         crash_point("after-verify")
         if not ok:
-            restored = restore_pre(self.wt, intent)
+            if (missing := missing_images(self.store.repo, intent)):
+                return self._missing(intent, missing)
+            undo = restore_pre(self.wt, intent)
+            left = f"; left in place: {describe(undo.kept)}" if undo.kept else ""
             self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
-                               "recovery: verification failed", restored, output))
+                               "recovery: verification failed" + left, undo.restored, output))
             return self._outcome(intent, outcome, "aborted",
-                                 detail + "; verification failed, pre-image restored")
+                                 detail + "; verification failed, pre-image restored" + left)
         verified = "hash==post" + (f" && check ok: {intent.check}" if intent.check else "")
         self._append(Commit(self.store.run, self.next_lsn, intent.lsn, observed,
                             verified, recovered=True))
@@ -303,48 +425,118 @@ class Recovery:
 
     def _decide_exec(self, intent: Intent, dry_run: bool) -> Outcome:
         pre_tree = TreeId(intent.pre[0])
+        if not isinstance(self.store.repo.get(pre_tree), pygit2.Tree):
+            return self._outcome(
+                intent, IN_DOUBT, "none" if dry_run else "left-open",
+                f"in doubt: its pre tree {pre_tree[:12]} is not in the object database "
+                "(pruned, or the log names an object it never stored); nothing was restored",
+                (), True)
         now = self.wt.snapshot(self.store.run)
         if now != pre_tree:
-            changed = tuple(self.wt.changed_paths(pre_tree, now))
-            detail = f"command may have run: {len(changed)} path(s) differ from the pre tree"
+            return self._exec_changed(intent, pre_tree, now, dry_run)
+        # Nothing visible changed. Only a command that never started is "not
+        # applied" as a fact: one that ran may have changed what a snapshot
+        # does not see (ignored files, submodules, skip-worktree paths).
+        started = agent_tag(intent) is not None or self.store.command_started(intent.lsn)
+        if not started:
             if dry_run:
-                return self._outcome(intent, IN_DOUBT, "none", detail + self._running(intent),
-                                     changed, True)
-            if self.restore:
-                restored = self.wt.restore_paths(pre_tree, list(changed), f"r{intent.lsn}")
-                self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
-                                   "recovery: in doubt; restored the pre tree",
-                                   tuple(restored)), [Ref(now, is_tree=True)])
-                return self._outcome(intent, IN_DOUBT, "restored",
-                                     detail + "; restored to the pre tree", changed)
-            return self._outcome(intent, IN_DOUBT, "left-open", detail, changed, True)
-        if dry_run:
-            return self._outcome(intent, NOT_APPLIED, "none", "not applied" + self._running(intent))
-        if self.redo and intent.replay == REPLAY_SAFE:
-            with self.store.command_lock(intent.lsn) as hold:
-                code = run_command(intent.args["argv"], self.wt, intent, hold)
-                post = self.wt.snapshot(self.store.run)
-                ok = code == 0
-                output = ""
-                if ok and intent.check:
-                    result = run_check(intent.check, self.wt, intent, hold)
-                    ok, output = result.ok, result.output
-            if ok:
-                self._append(Commit(self.store.run, self.next_lsn, intent.lsn, (post,),
-                                    "exit 0 (redone by recovery)", True),
-                             [Ref(post, is_tree=True)])
-                return self._outcome(intent, NOT_APPLIED, "redone", "not applied; redone")
-            undo = self.wt.changed_paths(pre_tree, post)
-            restored = self.wt.restore_paths(pre_tree, undo, f"r{intent.lsn}")
+                return self._outcome(intent, NOT_APPLIED, "none", "not applied (its command "
+                                     "never started)")
+            if self.redo and intent.replay == REPLAY_SAFE:
+                return self._redo_exec(intent, pre_tree, NOT_APPLIED)
             self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
-                               f"recovery: redo failed (exit {code})", tuple(restored),
-                               output), [Ref(post, is_tree=True)])
+                               "recovery: not applied (never started); not redone", ()))
             return self._outcome(intent, NOT_APPLIED, "aborted",
-                                 f"not applied; redo failed (exit {code}), its changes "
-                                 "were restored")
+                                 "not applied (its command never started); redo it")
+        detail = ("in doubt: no change the snapshot can see, but its command may have run "
+                  "(changes to ignored or untracked-by-snapshot paths are invisible)")
+        if dry_run:
+            return self._outcome(intent, IN_DOUBT, "none", detail + self._running(intent),
+                                 (), True)
+        if self.redo and intent.replay == REPLAY_SAFE:
+            return self._redo_exec(intent, pre_tree, IN_DOUBT)  # declared safe to run twice
+        if self.restore:
+            self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
+                               f"recovery: {detail}; given up by request (--restore)", ()))
+            return self._outcome(intent, IN_DOUBT, "aborted",
+                                 detail + "; nothing visible to restore, closed (--restore)")
+        return self._outcome(intent, IN_DOUBT, "left-open", detail, (), True)
+
+    def _exec_changed(self, intent: Intent, pre_tree: TreeId, now: TreeId,
+                      dry_run: bool) -> Outcome:
+        changed = tuple(self.wt.changed_paths(pre_tree, now))
+        detail = f"command may have run: {len(changed)} path(s) differ from the pre tree"
+        if dry_run:
+            return self._outcome(intent, IN_DOUBT, "none", detail + self._running(intent),
+                                 changed, True)
+        if not self.restore:
+            return self._outcome(intent, IN_DOUBT, "left-open", detail, changed, True)
+        # Another run's committed change is not this step's to undo.
+        elsewhere = self._committed_elsewhere()
+        theirs = [p for p in changed if (p, tree_state(self.store.repo, now, p)) in elsewhere]
+        plan, moved = restore_plan(self.wt, now, [p for p in changed if p not in theirs])
+        # The abort (and its append, which keeps the snapshot ``now``) is
+        # durable before anything is put back: every byte the restore
+        # overwrites can be brought back from that tree.
         self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
-                           "recovery: not applied; not redone", ()))
-        return self._outcome(intent, NOT_APPLIED, "aborted", "not applied; redo it")
+                           "recovery: in doubt; restored the pre tree by request",
+                           tuple(plan), saved=((".", now),) if plan else ()),
+                     [Ref(now, is_tree=True)])
+        undo = restore_tree(self.wt, pre_tree, now, plan, f"r{intent.lsn}")
+        detail += f"; restored {len(undo.restored)} path(s) to the pre tree"
+        if undo.restored:
+            cmd = bring_back_tree(now, undo.restored)
+            detail += f"; what they held is saved: `{cmd}` brings it back"
+        if theirs:
+            detail += "; left " + ", ".join(
+                f"{p} (committed {elsewhere[(p, tree_state(self.store.repo, now, p))]})"
+                for p in theirs)
+        if moved or undo.kept:
+            detail += f"; left in place (changed since): {describe((*moved, *undo.kept))}"
+        saved = ((".", now, bring_back_tree(now, undo.restored)),) if undo.restored else ()
+        return self._outcome(intent, IN_DOUBT, "restored", detail, changed, saved=saved)
+
+    def _redo_exec(self, intent: Intent, pre_tree: TreeId, outcome: str) -> Outcome:
+        with self.store.command_lock(intent.lsn) as hold:
+            code = run_command(intent.args["argv"], self.wt, intent, hold)
+            post = self.wt.snapshot(self.store.run)
+            ok = code == 0
+            output = ""
+            if ok and intent.check:
+                result = run_check(intent.check, self.wt, intent, hold)
+                ok, output = result.ok, result.output
+        if ok:
+            self._append(Commit(self.store.run, self.next_lsn, intent.lsn, (post,),
+                                "exit 0 (redone by recovery)", True),
+                         [Ref(post, is_tree=True)])
+            return self._outcome(intent, outcome, "redone", f"{outcome}; redone")
+        changed = self.wt.changed_paths(pre_tree, post)
+        plan, _moved = restore_plan(self.wt, post, changed)
+        self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
+                           f"recovery: redo failed (exit {code})", tuple(plan), output,
+                           saved=((".", post),) if plan else ()),
+                     [Ref(post, is_tree=True)])
+        undo = restore_tree(self.wt, pre_tree, post, plan, f"r{intent.lsn}")
+        return self._outcome(intent, outcome, "aborted",
+                             f"{outcome}; redo failed (exit {code}), {len(undo.restored)} "
+                             "changed path(s) restored")
+
+
+def committed_states(records: list[Record], wt: Worktree, repo: pygit2.Repository
+                     ) -> Iterator[tuple[str, str, Lsn]]:
+    """(path, state, intent LSN) for every path each committed step set, in
+    log order (for an exec step: every path its pre and post trees differ in)."""
+    intents = {r.lsn: r for r in records if isinstance(r, Intent)}
+    for rec in records:
+        if not isinstance(rec, Commit) or rec.intent not in intents:
+            continue
+        intent = intents[rec.intent]
+        if intent.tool == "exec":
+            for path in wt.changed_paths(TreeId(intent.pre[0]), TreeId(rec.post[0])):
+                yield path, tree_state(repo, rec.post[0], path), intent.lsn
+        else:
+            for path, post in zip(intent.target, rec.post, strict=True):
+                yield path, post, intent.lsn
 
 
 def summarise(
@@ -352,28 +544,18 @@ def summarise(
 ) -> tuple[tuple[Intent, ...], tuple[Lsn, ...], tuple[Drift, ...]]:
     """Committed steps, aborted intents, and drift of committed paths."""
     intents = {r.lsn: r for r in records if isinstance(r, Intent)}
-    committed: list[Intent] = []
-    aborted: list[Lsn] = []
+    committed = tuple(intents[r.intent] for r in records
+                      if isinstance(r, Commit) and r.intent in intents)
+    aborted = tuple(r.intent for r in records if isinstance(r, Abort))
     expected: dict[str, tuple[str, Lsn]] = {}
-    for rec in records:
-        if isinstance(rec, Abort):
-            aborted.append(rec.intent)
-        if not isinstance(rec, Commit):
-            continue
-        intent = intents[rec.intent]
-        committed.append(intent)
-        if intent.tool == "exec":
-            for path in wt.changed_paths(TreeId(intent.pre[0]), TreeId(rec.post[0])):
-                expected[path] = (tree_state(repo, rec.post[0], path), intent.lsn)
-        else:
-            for path, post in zip(intent.target, rec.post, strict=True):
-                expected[path] = (post, intent.lsn)
+    for path, state, lsn in committed_states(records, wt, repo):
+        expected[path] = (state, lsn)
     drift = []
     for path, (want, lsn) in sorted(expected.items()):
-        have = wt.state(path)
+        have = found(wt, path)
         if have != want:
             drift.append(Drift(path, lsn, want, have))
-    return tuple(committed), tuple(aborted), tuple(drift)
+    return committed, aborted, tuple(drift)
 
 
 __all__ = ["Drift", "Outcome", "Recovery", "Report", "to_dict"]

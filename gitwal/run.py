@@ -20,6 +20,7 @@ from .durable import crash_point
 from .effects import apply_post, restore_pre, run_check, run_command
 from .errors import RunBusy, StepFailed, ToolRefused
 from .ids import ABSENT, CommitId, Lsn, RunId, TreeId
+from .overwrite import Kept, bring_back_tree, describe, restore_plan, restore_tree
 from .records import (
     REPLAY_SAFE,
     REPLAY_UNSAFE,
@@ -116,16 +117,26 @@ class Run:
             head = self.store.append([intent], sorted(refs, key=lambda r: r.oid), head)
             crash_point("after-intent")
             try:
-                apply_post(self.wt, intent)
+                changed = apply_post(self.wt, intent)
             except OSError as e:
                 # The intent is durable: close it, so the log never keeps an
                 # intent open that no crash explains.
-                restored = restore_pre(self.wt, intent)
+                undo = restore_pre(self.wt, intent)
                 self._close(head, Abort(
-                    self.id, Lsn(intent.lsn + 1), intent.lsn, f"write failed: {e}", restored
+                    self.id, Lsn(intent.lsn + 1), intent.lsn,
+                    f"write failed: {e}" + _left(undo.kept), undo.restored,
                 ))
-                raise StepFailed(f"LSN {intent.lsn} {tool} aborted: could not write: {e}",
+                raise StepFailed(f"LSN {intent.lsn} {tool} aborted: could not write: {e}"
+                                 + _left(undo.kept),
                                  "check permissions and free space, then apply it again") from e
+            if changed:
+                # Someone wrote a target between our read and our write: theirs.
+                undo = restore_pre(self.wt, intent)
+                why = f"{describe(changed)} changed while the step ran"
+                self._close(head, Abort(self.id, Lsn(intent.lsn + 1), intent.lsn,
+                                        why + _left(undo.kept), undo.restored))
+                raise StepFailed(f"LSN {intent.lsn} {tool} aborted: {why}; nothing of "
+                                 "theirs was overwritten", "read the file again and retry")
             crash_point("after-apply")
             return self._verify_and_close(intent, head)
 
@@ -142,13 +153,16 @@ class Run:
                 problem, output = f"check failed: {intent.check}", result.output
         crash_point("after-verify")
         if problem:
-            restored = restore_pre(self.wt, intent)
+            # Only what this step wrote goes back: a path someone changed
+            # while the check ran keeps their bytes (and is named).
+            undo = restore_pre(self.wt, intent)
             self._close(head, Abort(
-                self.id, Lsn(intent.lsn + 1), intent.lsn, problem, restored, output
+                self.id, Lsn(intent.lsn + 1), intent.lsn, problem + _left(undo.kept),
+                undo.restored, output,
             ))
             raise StepFailed(
                 f"LSN {intent.lsn} {intent.tool} aborted: {problem}; "
-                f"{', '.join(restored) or 'nothing'} restored",
+                f"{', '.join(undo.restored) or 'nothing'} restored" + _left(undo.kept),
                 (output.strip().splitlines() or [""])[-1][:200]
                 or "fix the cause and apply the step again",
             )
@@ -206,13 +220,23 @@ class Run:
         pre_tree = TreeId(intent.pre[0])
         if problem:
             changed = self.wt.changed_paths(pre_tree, post_tree)
-            restored = self.wt.restore_paths(pre_tree, changed, f"r{intent.lsn}")
+            # The abort is durable before anything is put back: its append
+            # keeps the post snapshot, so every byte the restore overwrites
+            # (the command's, or a person's made meanwhile) can be brought back.
+            plan, moved = restore_plan(self.wt, post_tree, changed)
             self._close(head, Abort(
-                self.id, Lsn(intent.lsn + 1), intent.lsn, problem, tuple(restored), output
+                self.id, Lsn(intent.lsn + 1), intent.lsn, problem, tuple(plan), output,
+                saved=((".", post_tree),) if plan else (),
             ), [Ref(post_tree, is_tree=True)])
+            undo = restore_tree(self.wt, pre_tree, post_tree, plan, f"r{intent.lsn}")
+            back = ""
+            if undo.restored:
+                cmd = bring_back_tree(post_tree, undo.restored)
+                back = f"; the command's changes are kept: `{cmd}` brings them back"
             raise StepFailed(
                 f"LSN {intent.lsn} exec aborted: {problem}; "
-                f"{len(restored)} changed path(s) restored",
+                f"{len(undo.restored)} changed path(s) restored"
+                + _left((*moved, *undo.kept)) + back,
                 "fix the cause and run the step again",
             )
         verified = "exit 0" + (f" && check ok: {intent.check}" if intent.check else "")
@@ -220,3 +244,8 @@ class Run:
             self.id, Lsn(intent.lsn + 1), intent.lsn, (post_tree,), verified
         ), [Ref(post_tree, is_tree=True)])
         return StepResult(intent.lsn, "exec", intent.target, "committed", (post_tree,))
+
+
+def _left(kept: tuple[Kept, ...]) -> str:
+    """``; left in place: a.txt (...)`` when a restore skipped paths."""
+    return f"; left in place (gitwal did not write them): {describe(kept)}" if kept else ""

@@ -110,12 +110,22 @@ class Store(Chain):
         (:meth:`command_running`). Not durable on purpose: after a power loss
         no command runs.
         """
-        fd = os.open(self._command_lock(lsn), os.O_RDWR | os.O_CREAT, 0o644)
+        path = self._command_lock(lsn)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
+            # Durable before the command starts: recovery reads "no lock file"
+            # as "the command never started" (command_started).
+            fsync_dir(path.parent)
             yield fd
         finally:
             os.close(fd)
+
+    def command_started(self, lsn: Lsn) -> bool:
+        """Whether exec step ``lsn``'s command may have started: its lock file
+        exists (made durable before the command runs, removed once the step
+        is closed)."""
+        return self._command_lock(lsn).exists()
 
     def command_running(self, lsn: Lsn) -> Path | None:
         """The lock file of exec step ``lsn`` if a process still holds it."""

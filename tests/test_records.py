@@ -13,6 +13,7 @@ from gitwal.errors import CorruptLog, WalError
 from gitwal.ids import ABSENT, Lsn, RunId
 from gitwal.records import (
     FORMAT_VERSION,
+    OPTIONAL_FIELDS,
     REPLAY_SAFE,
     REPLAY_UNSAFE,
     Abort,
@@ -93,7 +94,9 @@ def test_encoding_is_canonical_json(record: Record) -> None:
     assert data == canonical.encode("utf-8")
     assert b"\n" not in data
     assert b"\\u" not in data  # non-ASCII kept as UTF-8, not escaped
-    assert set(raw) == {"v", "type", *record.__dataclass_fields__}  # every field, always
+    # Every field, always, except fields added later, which appear only when set.
+    optional = {f for f in OPTIONAL_FIELDS if not getattr(record, f, None)}
+    assert set(raw) == {"v", "type", *record.__dataclass_fields__} - optional
 
 
 def test_plan_encodes_to_exact_bytes() -> None:
