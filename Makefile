@@ -38,6 +38,7 @@ bench: $(STAMP) claude-code
 
 torture: $(STAMP)
 	GITWAL_TORTURE_KILLS=2000 $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/test_torture.py
+	GITWAL_PERSON_CASES=1000 $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/test_person_edits.py
 
 crash-states: $(STAMP) tools
 	GITWAL_CRASH_STATES=all $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/test_crash_states.py

@@ -104,7 +104,7 @@ def restore_pre(wt: Worktree, intent: Intent, also: Collection[str] = ()) -> Res
         now = found(wt, path)
         if now == pre:
             continue
-        if now == post or now in also or torn_prefix(wt.repo, wt, path, post):
+        if now == post or now in also or torn_prefix(wt.repo, wt, path, post, pre):
             wt.set_state(path, pre, mode, f"r{intent.lsn}")
             done.append(path)
         else:

@@ -70,10 +70,13 @@ def found(wt: Worktree, rel: str) -> str:
     return ABSENT if data is None else blob_id(data)
 
 
-def torn_prefix(repo: pygit2.Repository, wt: Worktree, rel: str, post: str) -> bool:
-    """True when ``rel`` holds a proper prefix of the blob ``post``: what a
-    writer that dies half-way through writing ``post`` in place leaves (an
-    empty file included). Such bytes are gitwal's own, never a person's."""
+def torn_prefix(repo: pygit2.Repository, wt: Worktree, rel: str, post: str,
+                pre: str = ABSENT) -> bool:
+    """True when ``rel`` holds a proper prefix of the blob ``post`` that is not
+    also a prefix of ``pre``: what only a writer that died half-way through
+    writing ``post`` in place leaves. A prefix of both (an older version of a
+    file that only grows, say after ``git reset --hard``) proves nothing: it
+    may be a person's choice, so it does not count as gitwal's bytes."""
     if post == ABSENT:
         return False
     try:
@@ -86,7 +89,10 @@ def torn_prefix(repo: pygit2.Repository, wt: Worktree, rel: str, post: str) -> b
     if not isinstance(obj, pygit2.Blob):
         return False
     whole = obj.data
-    return len(data) < len(whole) and whole.startswith(data)
+    if not (len(data) < len(whole) and whole.startswith(data)):
+        return False
+    before = repo.get(pre) if pre != ABSENT else None
+    return not (isinstance(before, pygit2.Blob) and before.data.startswith(data))
 
 
 def put(wt: Worktree, rel: str, oid: str, mode: int, tag: str,

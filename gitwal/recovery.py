@@ -304,7 +304,8 @@ class Recovery:
             return PRE
         if state == intent.post[i]:
             return POST
-        if torn_prefix(self.store.repo, self.wt, intent.target[i], intent.post[i]):
+        if torn_prefix(self.store.repo, self.wt, intent.target[i], intent.post[i],
+                       intent.pre[i]):
             return TORN_POST
         by = self._committed_elsewhere().get((intent.target[i], state))
         if by is not None:

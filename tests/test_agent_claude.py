@@ -528,5 +528,10 @@ def test_recover_from_a_terminal_or_another_agent_decides_the_open_bash_step(
     assert run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Bash", cmd,
                                                 "toolu_t")).code == 0
     proc = wal(repo, "recover", "--run", RUN, env={"GEMINI_CLI": "1"})
+    # Decided from outside the call: nothing visible changed, but whether the
+    # agent ran the command is unknown, so it is in doubt, not "not applied".
+    assert proc.returncode == 3, proc.stderr
+    assert "may have run" in proc.stdout
+    proc = wal(repo, "recover", "--run", RUN, "--restore", env={"GEMINI_CLI": "1"})
     assert proc.returncode == 0, proc.stderr
-    assert [i["status"] for i in intents(repo)] == ["aborted"]  # not applied
+    assert [i["status"] for i in intents(repo)] == ["aborted"]

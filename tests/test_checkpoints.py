@@ -98,8 +98,8 @@ def test_checkpoint_killed_before_its_record_reuses_the_commit(repo: Path) -> No
 def test_recover_and_status_read_only_after_the_checkpoint(repo: Path) -> None:
     run = begin_with_steps(repo, 3)
     ok(repo, "checkpoint")
-    killed = wal(repo, "apply", "ensure-line", "f0.txt", "more",
-                 env={"GITWAL_CRASH_AT": "mid-write"})
+    killed = wal(repo, "apply", "write-file", "f0.txt", "--from", "-",
+                 input=b"replaced\n" * 100, env={"GITWAL_CRASH_AT": "mid-write"})
     assert killed.returncode == -signal.SIGKILL
     # Damage a record from before the checkpoint: only a full read notices.
     lsn2 = git(repo, "rev-parse", f"refs/wal/{run}~7:000000000002.json").strip()

@@ -1,0 +1,211 @@
+"""The first law, through the real CLI: recovery and failed steps never destroy
+bytes gitwal did not write. Each case is a person acting between a crash (a
+real SIGKILL at a named point) and `git wal recover`, or during a step."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from .conftest import git, init_repo, ok, wal
+from .test_agent_claude import RUN as CLAUDE_RUN
+from .test_agent_payloads import claude, claude_tool, run_hook
+
+
+def crash(repo: Path, point: str, *args: str, input: bytes | None = None) -> None:
+    r = wal(repo, *args, input=input, env={"GITWAL_CRASH_AT": point})
+    assert r.returncode == -signal.SIGKILL, (point, r.stderr)
+
+
+def recover(repo: Path, *flags: str) -> tuple[int, dict[str, Any]]:
+    r = wal(repo, "recover", "--json", *flags)
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode in (0, 3), r.stderr
+    return r.returncode, json.loads(r.stdout)
+
+
+def bring_back(repo: Path, command: str) -> None:
+    subprocess.run(command, shell=True, cwd=repo, check=True)
+
+
+def test_a_persons_edit_after_a_crash_is_in_doubt_and_survives(repo: Path) -> None:
+    ok(repo, "begin", "--task", "t")
+    crash(repo, "after-intent", "apply", "replace-text", "README", "--old", "hello",
+          "--new", "bye")
+    (repo / "README").write_text("the person's own words\n")
+    code, report = recover(repo)
+    assert code == 3 and report["in_doubt"]
+    [o] = report["intents"]
+    assert o["outcome"] == "in-doubt" and o["open"] and o["changed"] == ["README"]
+    assert (repo / "README").read_text() == "the person's own words\n"
+    # `git wal prompt` and a second recover change nothing either.
+    assert wal(repo, "prompt").returncode == 0
+    assert recover(repo)[0] == 3
+    assert (repo / "README").read_text() == "the person's own words\n"
+    # Forced: the found bytes are saved in the log first, then the pre-image restored.
+    code, report = recover(repo, "--restore")
+    assert code == 0 and not report["in_doubt"]
+    [o] = report["intents"]
+    assert o["action"] == "restored"
+    [saved] = o["saved"]
+    assert saved["path"] == "README"
+    assert (repo / "README").read_text() == "hello\n"
+    assert saved["command"] in wal(repo, "recover").stdout + o["detail"]
+    # The saved bytes are kept by the log, through a pruning gc.
+    git(repo, "gc", "-q", "--prune=now")
+    bring_back(repo, saved["command"])
+    assert (repo / "README").read_text() == "the person's own words\n"
+    [abort] = [r for r in map(json.loads, ok(repo, "log", "--json").splitlines())
+               if r["type"] == "abort"]
+    assert abort["saved"] == [["README", saved["object"]]]
+    assert wal(repo, "verify").returncode == 0
+
+
+def test_a_half_moved_file_edited_by_a_person_is_not_deleted(repo: Path) -> None:
+    (repo / "old.txt").write_text("moved text\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "old")
+    ok(repo, "begin")
+    crash(repo, "between-paths", "apply", "move-file", "old.txt", "new.txt")
+    assert (repo / "new.txt").read_text() == "moved text\n"  # created, src not yet deleted
+    (repo / "new.txt").write_text("moved text, then edited\n")
+    code, report = recover(repo)
+    assert code == 3 and report["intents"][0]["changed"] == ["new.txt"]
+    assert (repo / "new.txt").read_text() == "moved text, then edited\n"
+    assert (repo / "old.txt").read_text() == "moved text\n"
+
+
+def test_a_file_deleted_on_purpose_is_not_resurrected(repo: Path) -> None:
+    ok(repo, "begin")
+    crash(repo, "after-intent", "apply", "write-file", "README", "--from", "-",
+          input=b"new content\n")
+    (repo / "README").unlink()
+    code, report = recover(repo)
+    assert code == 3 and "deleted since" in report["intents"][0]["detail"]
+    assert not (repo / "README").exists()
+
+
+def test_reset_hard_after_a_crash_keeps_the_discarded_work_discarded(repo: Path) -> None:
+    ok(repo, "begin")
+    ok(repo, "apply", "ensure-line", "README", "step one")
+    crash(repo, "after-intent", "apply", "ensure-line", "README", "step two")
+    git(repo, "reset", "-q", "--hard")  # the person throws the agent's work away
+    code, _report = recover(repo)
+    assert code == 3
+    assert (repo / "README").read_text() == "hello\n"  # step one did not come back
+
+
+def test_a_torn_write_is_gitwals_own_and_is_restored(repo: Path) -> None:
+    (repo / "big.txt").write_text("x" * 5000)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "big")
+    ok(repo, "begin")
+    crash(repo, "mid-write", "apply", "write-file", "big.txt", "--from", "-",
+          input=b"y" * 4000)
+    assert (repo / "big.txt").read_bytes() == b"y" * 2000  # a prefix of the post-image
+    code, report = recover(repo)
+    assert code == 0 and report["intents"][0]["outcome"] == "torn"
+    assert (repo / "big.txt").read_text() == "x" * 5000
+
+
+def test_a_failing_check_keeps_an_edit_made_while_it_ran(repo: Path) -> None:
+    ok(repo, "begin")
+    # The check stands for a slow test suite during which a person saves the file.
+    r = wal(repo, "apply", "--check", "printf 'saved by a person\\n' > README; exit 1",
+            "replace-text", "README", "--old", "hello", "--new", "bye")
+    assert r.returncode == 1 and "left in place" in r.stderr and "Traceback" not in r.stderr
+    assert (repo / "README").read_text() == "saved by a person\n"
+    [abort] = [r for r in map(json.loads, ok(repo, "log", "--json").splitlines())
+               if r["type"] == "abort"]
+    assert abort["restored"] == [] and "README" in abort["reason"]
+
+
+def test_a_failing_check_still_restores_what_the_step_wrote(repo: Path) -> None:
+    ok(repo, "begin")
+    r = wal(repo, "apply", "--check", "false", "replace-text", "README", "--old", "hello",
+            "--new", "bye")
+    assert r.returncode == 1
+    assert (repo / "README").read_text() == "hello\n"
+
+
+def test_a_failing_exec_restores_but_keeps_its_changes_retrievable(repo: Path) -> None:
+    ok(repo, "begin")
+    r = wal(repo, "exec", "--", "sh", "-c",
+            "printf 'half\\n' > README; printf 'new\\n' > fresh.txt; exit 4")
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert (repo / "README").read_text() == "hello\n" and not (repo / "fresh.txt").exists()
+    command = r.stderr.split("`")[1]
+    assert command.startswith("git restore --source=")
+    git(repo, "gc", "-q", "--prune=now")
+    bring_back(repo, command)
+    assert (repo / "README").read_text() == "half\n"
+    assert (repo / "fresh.txt").read_text() == "new\n"
+
+
+def test_another_runs_committed_change_is_not_rolled_back(tmp_path: Path) -> None:
+    repo = init_repo(tmp_path / "r", {"shared.txt": "base\n"})
+    ok(repo, "begin", "--run", "a")
+    crash(repo, "after-intent", "apply", "write-file", "shared.txt", "--from", "-",
+          input=b"from run a\n")
+    ok(repo, "begin", "--run", "b")
+    ok(repo, "apply", "--run", "b", "write-file", "shared.txt", "--from", "-",
+       input=b"from run b\n")
+    code, report = recover(repo, "--run", "a", "--redo", "--restore")
+    assert code == 0
+    [o] = report["intents"]
+    assert o["outcome"] == "superseded" and o["action"] == "aborted"
+    assert "run b" in o["detail"]
+    assert (repo / "shared.txt").read_text() == "from run b\n"
+
+
+def test_an_exec_that_only_touched_ignored_files_is_in_doubt_not_redone(repo: Path) -> None:
+    (repo / ".gitignore").write_text("build/\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "ignore")
+    ok(repo, "begin")
+    crash(repo, "after-exec", "exec", "--", "sh", "-c",
+          "mkdir -p build && echo once >> build/counter")
+    code, report = recover(repo, "--redo")  # not idempotent: must not run twice
+    [o] = report["intents"]
+    assert code == 3 and o["outcome"] == "in-doubt" and o["open"]
+    assert (repo / "build" / "counter").read_text() == "once\n"
+    # A step killed before its command started is "not applied" as a fact.
+    code, report = recover(repo, "--restore")
+    assert code == 0
+    crash(repo, "after-intent", "exec", "--", "sh", "-c", "echo x >> build/counter")
+    code, report = recover(repo)
+    assert code == 0 and report["intents"][0]["outcome"] == "not-applied"
+    assert (repo / "build" / "counter").read_text() == "once\n"
+
+
+def test_a_missing_pre_image_is_in_doubt_not_a_traceback(repo: Path) -> None:
+    (repo / "big.txt").write_text("x" * 5000)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "big")
+    ok(repo, "begin")
+    crash(repo, "mid-write", "apply", "write-file", "big.txt", "--from", "-",
+          input=b"y" * 4000)
+    pre = next(r for r in map(json.loads, ok(repo, "log", "--json").splitlines())
+               if r["type"] == "intent")["pre"]
+    pre = pre[0] if isinstance(pre, list) else pre
+    # Pruned or never stored: the loose object is gone (the branch's copy too).
+    (repo / ".git" / "objects" / pre[:2] / pre[2:]).unlink()
+    code, report = recover(repo)
+    assert code == 3 and "not in the object database" in report["intents"][0]["detail"]
+    assert (repo / "big.txt").read_bytes() == b"y" * 2000  # nothing written
+
+
+def test_claude_session_start_keeps_a_persons_edit(repo: Path) -> None:
+    edit = {"file_path": str(repo / "README"), "old_string": "hello", "new_string": "bye"}
+    assert run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit", edit,
+                                                "toolu_x")).code == 0
+    # The session dies before the edit; a person edits the file; the session resumes.
+    (repo / "README").write_text("a person wrote this\n")
+    r = run_hook(repo, "claude", claude(repo, "SessionStart", source="resume"))
+    assert r.code == 0, r.err
+    assert (repo / "README").read_text() == "a person wrote this\n"
+    status = json.loads(ok(repo, "status", "--run", CLAUDE_RUN, "--json"))
+    assert status["open"], status  # left for a decision, not "restored"
