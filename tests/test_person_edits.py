@@ -50,13 +50,13 @@ EXEC_POINTS = ["after-intent", "after-exec", "after-verify", "mid-append:2"]
 
 
 def _present(repo: Path) -> list[str]:
-    return sorted(p for p in FILES + ["made.txt", "moved.txt"] if (repo / p).exists())
+    return sorted(p for p in [*FILES, "made.txt", "moved.txt"] if (repo / p).exists())
 
 
 def _step(rng: random.Random, repo: Path, n: int) -> tuple[list[str], bytes | None, str]:
     """A random step whose tool can apply now, with a random crash point ('' = none)."""
     present = _present(repo)
-    absent = [p for p in FILES + ["made.txt", "moved.txt"] if p not in present]
+    absent = [p for p in [*FILES, "made.txt", "moved.txt"] if p not in present]
     kinds = ["write", "line", "exec"] + (["delete", "move"] if present and absent else [])
     kind = rng.choice(kinds)
     if kind == "write":
