@@ -312,11 +312,13 @@ class Recovery:
                                      changed, True)
             if self.restore:
                 restored = self.wt.restore_paths(pre_tree, list(changed), f"r{intent.lsn}")
+                left = (f"; not restored: {restored.describe_skipped()}"
+                        if restored.skipped else "")
                 self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
-                                   "recovery: in doubt; restored the pre tree",
-                                   tuple(restored)), [Ref(now, is_tree=True)])
+                                   "recovery: in doubt; restored the pre tree" + left,
+                                   restored.done), [Ref(now, is_tree=True)])
                 return self._outcome(intent, IN_DOUBT, "restored",
-                                     detail + "; restored to the pre tree", changed)
+                                     detail + "; restored to the pre tree" + left, changed)
             return self._outcome(intent, IN_DOUBT, "left-open", detail, changed, True)
         if dry_run:
             return self._outcome(intent, NOT_APPLIED, "none", "not applied" + self._running(intent))
@@ -336,12 +338,14 @@ class Recovery:
                 return self._outcome(intent, NOT_APPLIED, "redone", "not applied; redone")
             undo = self.wt.changed_paths(pre_tree, post)
             restored = self.wt.restore_paths(pre_tree, undo, f"r{intent.lsn}")
+            left = (f"; not restored: {restored.describe_skipped()}"
+                    if restored.skipped else "")
             self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
-                               f"recovery: redo failed (exit {code})", tuple(restored),
+                               f"recovery: redo failed (exit {code})" + left, restored.done,
                                output), [Ref(post, is_tree=True)])
             return self._outcome(intent, NOT_APPLIED, "aborted",
                                  f"not applied; redo failed (exit {code}), its changes "
-                                 "were restored")
+                                 "were restored" + left)
         self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
                            "recovery: not applied; not redone", ()))
         return self._outcome(intent, NOT_APPLIED, "aborted", "not applied; redo it")

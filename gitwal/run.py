@@ -79,16 +79,18 @@ class Run:
     ) -> StepResult:
         """Run one end-state tool as a logged step; raises StepFailed on abort."""
         spec = tools.get(tool)
-        paths = []
         for name in spec.path_args:
-            value = args.get(name)
-            if not isinstance(value, str):
+            if not isinstance(args.get(name), str):
                 raise ToolRefused(f"{tool}: argument {name!r} must be a path")
-            args[name] = self.wt.confine(value)
-            paths.append(args[name])
-        if len(set(paths)) != len(paths):
-            raise ToolRefused(f"{tool}: the same path is named twice")
         with self.store.locked():
+            # Confined under the lock, right before use; the reads and writes
+            # below refuse a symlinked component again at the moment they act.
+            paths = []
+            for name in spec.path_args:
+                args[name] = self.wt.confine(args[name])
+                paths.append(args[name])
+            if len(set(paths)) != len(paths):
+                raise ToolRefused(f"{tool}: the same path is named twice")
             pre_content = []
             pre_modes = []
             for p in paths:
@@ -207,12 +209,14 @@ class Run:
         if problem:
             changed = self.wt.changed_paths(pre_tree, post_tree)
             restored = self.wt.restore_paths(pre_tree, changed, f"r{intent.lsn}")
+            if restored.skipped:
+                problem += f"; not restored: {restored.describe_skipped()}"
             self._close(head, Abort(
-                self.id, Lsn(intent.lsn + 1), intent.lsn, problem, tuple(restored), output
+                self.id, Lsn(intent.lsn + 1), intent.lsn, problem, restored.done, output
             ), [Ref(post_tree, is_tree=True)])
             raise StepFailed(
                 f"LSN {intent.lsn} exec aborted: {problem}; "
-                f"{len(restored)} changed path(s) restored",
+                f"{len(restored.done)} changed path(s) restored",
                 "fix the cause and run the step again",
             )
         verified = "exit 0" + (f" && check ok: {intent.check}" if intent.check else "")
