@@ -1,9 +1,10 @@
-"""Write-time confinement of working-tree paths.
+"""Write-time confinement of working-tree paths, and finding the working tree.
 
 Each attack puts a marker outside the tree and asserts it is untouched: a
 directory swapped for a symlink after the path was checked, a crash followed
 by such a swap before recovery, a symlink planted at a temp-file name, a
-failed command that replaced a directory with a symlink.
+failed command that replaced a directory with a symlink. The discovery tests
+run the real CLI in repositories whose git directory is not ``<top>/.git``.
 """
 
 from __future__ import annotations
@@ -227,3 +228,87 @@ def test_failed_exec_leaves_a_directory_with_other_files_and_says_so(
     assert (repo / "f" / "keep.log").read_text() == "l\n"
     assert not (repo / "f" / "x").exists()
     assert no_temp_files(repo) == []
+
+
+# -- finding the working tree -----------------------------------------------------------
+
+
+def _steps_work(cwd: Path, tree: Path, env: dict[str, str] | None = None) -> None:
+    """begin, apply, a crash, recover --redo: all on ``tree``."""
+    def run(*args: str, input: bytes | None = None,
+            crash: str | None = None) -> subprocess.CompletedProcess[str]:
+        extra = dict(env or {}, **({"GITWAL_CRASH_AT": crash} if crash else {}))
+        return wal(cwd, *args, input=input, env=extra)
+
+    assert run("begin", "--task", "t").returncode == 0
+    proc = run("apply", "write-file", "a.txt", "--from", "-", input=b"a\n")
+    assert proc.returncode == 0, proc.stderr
+    assert (tree / "a.txt").read_text() == "a\n"
+    proc = run("apply", "write-file", "b.txt", "--from", "-", input=b"b\n",
+               crash="after-intent")
+    assert proc.returncode == -signal.SIGKILL
+    proc = run("recover", "--redo", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert [o["action"] for o in json.loads(proc.stdout)["intents"]] == ["redone"]
+    assert (tree / "b.txt").read_text() == "b\n"
+
+
+def test_separate_git_dir(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    subprocess.run(["git", "init", "-q", "-b", "main", "--separate-git-dir",
+                    str(tmp_path / "store.git"), str(tree)], check=True)
+    (tree / "README").write_text("hello\n")
+    (tree / "sub").mkdir()
+    (tree / "sub" / "x").write_text("x\n")
+    git(tree, "add", "-A")
+    git(tree, "commit", "-q", "-m", "init")
+    _steps_work(tree / "sub", tree)
+    assert not (tmp_path / "a.txt").exists() and not (tmp_path / "b.txt").exists()
+    assert Wal(tree / "sub").wt.root == tree.resolve()
+
+
+def test_git_dir_and_work_tree_from_the_environment(tmp_path: Path) -> None:
+    tree, gitdir, elsewhere = tmp_path / "tree", tmp_path / "store.git", tmp_path / "cwd"
+    tree.mkdir()
+    elsewhere.mkdir()
+    env = {"GIT_DIR": str(gitdir), "GIT_WORK_TREE": str(tree)}
+    genv = {**os.environ, **env}
+    subprocess.run(["git", "init", "-q", "-b", "main"], env=genv, cwd=elsewhere, check=True)
+    (tree / "README").write_text("hello\n")
+    subprocess.run(["git", "add", "-A"], env=genv, cwd=elsewhere, check=True)
+    subprocess.run(["git", "commit", "-q", "-m", "init"], env=genv, cwd=elsewhere, check=True)
+    _steps_work(elsewhere, tree, env)
+    assert sorted(p.name for p in elsewhere.iterdir()) == []
+
+
+def test_linked_worktree(tmp_path: Path) -> None:
+    main = init_repo(tmp_path / "main")
+    git(main, "worktree", "add", "-q", str(tmp_path / "linked"))
+    _steps_work(tmp_path / "linked", tmp_path / "linked")
+    assert not (main / "a.txt").exists()
+
+
+def test_inside_the_git_dir_is_not_a_working_tree(tmp_path: Path) -> None:
+    """git itself takes the current directory as the top when GIT_DIR is set;
+    inside the git directory that would let a path like ``config`` name
+    ``.git/config``: refused."""
+    repo = init_repo(tmp_path / "repo")
+    before = (repo / ".git" / "config").read_bytes()
+    proc = wal(repo / ".git", "begin", "--task", "t", env={"GIT_DIR": "."})
+    assert_clean_error(proc, "inside the git directory")
+    assert (repo / ".git" / "config").read_bytes() == before
+
+
+def test_keygen_knows_the_working_tree_of_a_separate_git_dir(tmp_path: Path) -> None:
+    """The key-path guard uses the same discovery: a key inside the real tree
+    is refused even when the git directory lives elsewhere."""
+    tree = tmp_path / "b" / "tree"
+    tree.parent.mkdir()
+    (tmp_path / "a").mkdir()
+    subprocess.run(["git", "init", "-q", "-b", "main", "--separate-git-dir",
+                    str(tmp_path / "a" / "store.git"), str(tree)], check=True)
+    proc = wal(tree, "keygen", "--path", "key")
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.startswith(
+        f"error: refusing to put a signing key inside the repository ({tree.resolve()})")
+    assert not (tree / "key").exists()
