@@ -1,9 +1,18 @@
 """Every durable write of gitwal goes through here, and so does every crash point.
 
-Invariant: when :func:`atomic_write` returns, the file holds the new bytes on
-stable storage and its directory entry is durable; a crash at any instant
-before that leaves either the old file or the new one, never a mix (except at
-the ``mid-write`` crash point, which simulates a non-atomic writer on purpose).
+Invariant: when :func:`atomic_write` or :func:`write_at` returns, the file
+holds the new bytes on stable storage and its directory entry is durable; a
+crash at any instant before that leaves either the old file or the new one,
+never a mix (except at the ``mid-write`` crash point, which simulates a
+non-atomic writer on purpose).
+
+Two families: :func:`atomic_write` takes a path and serves gitwal's own files
+(under ``.git``, in the user's config); the ``*_at`` functions take a directory
+descriptor and a single name and serve the working tree, whose directories a
+hostile repository or a running command may swap for symlinks at any moment
+(gitwal/worktree.py opens the descriptor one component at a time). They never
+follow a symlink at the name, and their temp files have unpredictable names
+created with ``O_EXCL``, so a planted file or link cannot redirect a write.
 
 Crash points: ``GITWAL_CRASH_AT=<name>`` or ``<name>:<n>`` makes the process
 SIGKILL itself the n-th time (default: first) it reaches the named point. The
@@ -13,6 +22,7 @@ list of names lives in :data:`CRASH_POINTS` and docs/crash-safety.md.
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 from pathlib import Path
 from typing import NoReturn
@@ -101,27 +111,113 @@ def makedirs_durable(path: Path) -> None:
         fsync_dir(d.parent)
 
 
-def temp_name(path: Path, tag: str) -> Path:
-    """The temp file an atomic write of ``path`` uses; recovery can find it by tag."""
-    return path.with_name(f".{path.name}.{tag}.walt")
+# Opens a directory without following a symlink at the name (ELOOP/ENOTDIR).
+O_DIR_NOFOLLOW = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+TEMP_SUFFIX = ".walt"
+
+
+def temp_prefix(name: str, tag: str) -> str:
+    """Every temp file of a write of ``name`` tagged ``tag`` starts with this;
+    recovery finds them by it (:func:`temp_name` adds a random part)."""
+    return f".{name}.{tag}."
+
+
+def temp_name(name: str, tag: str) -> str:
+    """A fresh temp file name next to ``name``: ``.NAME.<tag>.<random hex>.walt``.
+
+    Unpredictable, so a file or symlink committed at a guessed name is never
+    the one gitwal opens (and it is created with ``O_EXCL`` anyway)."""
+    return temp_prefix(name, tag) + secrets.token_hex(8) + TEMP_SUFFIX
+
+
+def _write_fd(fd: int, data: bytes, mode: int) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.fchmod(fd, mode & 0o7777)
+    os.fsync(fd)
 
 
 def atomic_write(path: Path, data: bytes, mode: int = 0o644, tag: str = "w") -> None:
-    """Replace ``path`` with ``data``: temp file, fsync, rename, fsync directory."""
+    """Replace ``path`` with ``data``: temp file, fsync, rename, fsync directory.
+
+    For gitwal's own files; working-tree paths go through :func:`write_at`."""
     if crash_due("mid-write"):
         _torn_write(path, data)
-    tmp = temp_name(path, tag)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    tmp = path.with_name(temp_name(path.name, tag))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o600)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fchmod(fd, mode & 0o7777)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        try:
+            _write_fd(fd, data, mode)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     fsync_dir(path.parent)
+
+
+def open_dir_at(dir_fd: int, name: str) -> int:
+    """Open the directory ``name`` in ``dir_fd``; a symlink there is not followed
+    (OSError ELOOP or ENOTDIR)."""
+    return os.open(name, O_DIR_NOFOLLOW, dir_fd=dir_fd)
+
+
+def mkdir_at(dir_fd: int, name: str) -> int:
+    """Create the directory ``name`` in ``dir_fd`` durably; returns it opened."""
+    os.mkdir(name, 0o777, dir_fd=dir_fd)
+    os.fsync(dir_fd)
+    return open_dir_at(dir_fd, name)
+
+
+def write_at(dir_fd: int, name: str, data: bytes, mode: int = 0o644, tag: str = "w") -> None:
+    """Replace the entry ``name`` of ``dir_fd`` with a file holding ``data``.
+
+    A fresh ``O_EXCL|O_NOFOLLOW`` temp file in the same directory, fsync,
+    ``renameat`` over ``name`` (which replaces a symlink there, never writes
+    through it; a directory there makes it fail), fsync of the directory. On
+    any error the temp file is removed: nothing is left behind but by a crash.
+    """
+    if crash_due("mid-write"):
+        _torn_write_at(dir_fd, name, data)
+    tmp = temp_name(name, tag)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o600, dir_fd=dir_fd)
+    try:
+        try:
+            _write_fd(fd, data, mode)
+        finally:
+            os.close(fd)
+        os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=dir_fd)
+        except OSError:
+            pass
+        raise
+    os.fsync(dir_fd)
+
+
+def symlink_at(target: bytes, dir_fd: int, name: str) -> None:
+    """Create the symlink ``name -> target`` in ``dir_fd`` durably (the name must
+    be free)."""
+    os.symlink(target, name, dir_fd=dir_fd)
+    os.fsync(dir_fd)
+
+
+def unlink_at(dir_fd: int, name: str) -> None:
+    """Remove the non-directory ``name`` of ``dir_fd`` (a symlink itself, never
+    its target) durably."""
+    os.unlink(name, dir_fd=dir_fd)
+    os.fsync(dir_fd)
+
+
+def rmdir_at(dir_fd: int, name: str) -> None:
+    """Remove the empty directory ``name`` of ``dir_fd`` durably."""
+    os.rmdir(name, dir_fd=dir_fd)
+    os.fsync(dir_fd)
 
 
 def unlink_durable(path: Path) -> None:
@@ -136,4 +232,15 @@ def _torn_write(path: Path, data: bytes) -> NoReturn:
         f.write(data[: max(1, len(data) // 2)])
         f.flush()
         os.fsync(f.fileno())
+    die()
+
+
+def _torn_write_at(dir_fd: int, name: str, data: bytes) -> NoReturn:
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o644, dir_fd=dir_fd)
+    try:
+        os.write(fd, data[: max(1, len(data) // 2)])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     die()

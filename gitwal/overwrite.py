@@ -20,7 +20,9 @@ in between (microseconds) is not detected. Nothing else writes the tree.
 
 from __future__ import annotations
 
+import os
 import shlex
+import stat
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
@@ -41,6 +43,7 @@ class Kept:
 
     path: str
     found: str  # object id of what is there, ABSENT, DIRECTORY or SPECIAL
+    why: str = ""  # when the path could not be written for another reason
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,12 @@ def found(wt: Worktree, rel: str) -> str:
     try:
         data, _mode = wt.read(rel)
     except PathRefused:
-        return DIRECTORY if wt.abspath(rel).is_dir() else SPECIAL
+        # Only for the report: what stands there (never followed or written).
+        try:
+            is_dir = stat.S_ISDIR(os.lstat(wt.root / rel).st_mode)
+        except OSError:
+            is_dir = False
+        return DIRECTORY if is_dir else SPECIAL
     except IsADirectoryError:
         return DIRECTORY
     return ABSENT if data is None else blob_id(data)
@@ -153,7 +161,8 @@ def restore_tree(wt: Worktree, pre: TreeId, now: TreeId, paths: Iterable[str],
     A path that changed again since the snapshot is left as it is."""
     safe, kept = restore_plan(wt, now, paths)
     restored = wt.restore_paths(pre, safe, tag)
-    return TreeRestore(tuple(restored), tuple(kept))
+    kept += [Kept(p, SPECIAL, why) for p, why in restored.skipped]
+    return TreeRestore(restored.done, tuple(kept))
 
 
 def bring_back_tree(tree: str, paths: Iterable[str]) -> str:
@@ -176,7 +185,9 @@ def describe(kept: Iterable[Kept]) -> str:
     """``a.txt (changed by someone else), b (now a directory)`` for reports."""
     out = []
     for k in kept:
-        if k.found == ABSENT:
+        if k.why:
+            what = k.why
+        elif k.found == ABSENT:
             what = "deleted since"
         elif k.found == DIRECTORY:
             what = "now a directory"

@@ -80,16 +80,18 @@ class Run:
     ) -> StepResult:
         """Run one end-state tool as a logged step; raises StepFailed on abort."""
         spec = tools.get(tool)
-        paths = []
         for name in spec.path_args:
-            value = args.get(name)
-            if not isinstance(value, str):
+            if not isinstance(args.get(name), str):
                 raise ToolRefused(f"{tool}: argument {name!r} must be a path")
-            args[name] = self.wt.confine(value)
-            paths.append(args[name])
-        if len(set(paths)) != len(paths):
-            raise ToolRefused(f"{tool}: the same path is named twice")
         with self.store.locked():
+            # Confined under the lock, right before use; the reads and writes
+            # below refuse a symlinked component again at the moment they act.
+            paths = []
+            for name in spec.path_args:
+                args[name] = self.wt.confine(args[name])
+                paths.append(args[name])
+            if len(set(paths)) != len(paths):
+                raise ToolRefused(f"{tool}: the same path is named twice")
             pre_content = []
             pre_modes = []
             for p in paths:

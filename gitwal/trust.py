@@ -19,6 +19,7 @@ import pygit2
 from .allowed_signers import trust_add
 from .errors import NotARepository
 from .keys import default_key_path, generate_key, refuse_inside_repository
+from .repository import open_repository
 from .signing_errors import KeyExists, SigningError
 from .sshwire import fingerprint, parse_public_key
 from .userconfig import config_dir
@@ -43,11 +44,12 @@ class TrustFile:
 
 
 def find_repository(path: str = ".") -> pygit2.Repository | None:
+    """The repository around ``path`` with its real working tree (``.git``
+    files, ``core.worktree``, GIT_DIR), or None outside any."""
     try:
-        found = pygit2.discover_repository(path)
-    except pygit2.GitError:
-        found = None
-    return None if found is None else pygit2.Repository(found)
+        return open_repository(path)
+    except NotARepository:
+        return None
 
 
 def keygen(path: Path | None, force: bool, configure: bool,

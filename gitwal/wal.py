@@ -8,15 +8,13 @@ import secrets
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-
-import pygit2
 
 from .durable import atomic_write, makedirs_durable, unlink_durable
-from .errors import CorruptLog, NotARepository, UnknownRun, WalError
+from .errors import CorruptLog, UnknownRun, WalError
 from .ids import Lsn, RunId, valid_run_id
 from .records import Abort, Checkpoint, Commit, Intent, Plan, Record, Seal, Unlogged, encode
 from .recovery import Recovery, Report
+from .repository import open_repository
 from .run import Run
 from .store import Store, list_runs, wal_dir
 from .worktree import Worktree
@@ -55,16 +53,9 @@ class Wal:
     """A repository's write-ahead logs."""
 
     def __init__(self, path: str | os.PathLike[str] = ".") -> None:
-        try:
-            found = pygit2.discover_repository(str(path))
-        except pygit2.GitError:
-            found = None
-        if found is None:
-            raise NotARepository(
-                f"not a git repository: {Path(path).resolve()}",
-                "run this inside a git working tree (or `git init` one first)",
-            )
-        self.repo = pygit2.Repository(found)
+        # The working tree by git's rules (.git files, core.worktree, GIT_DIR,
+        # GIT_WORK_TREE, linked worktrees), not the git dir's parent.
+        self.repo = open_repository(path)
         self.wt = Worktree(self.repo)
 
     # -- runs ------------------------------------------------------------

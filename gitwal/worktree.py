@@ -1,28 +1,43 @@
 """The working tree: path confinement, content ids, atomic writes, snapshots.
 
-Invariant: every path gitwal writes or removes has passed :meth:`Worktree.confine`
-(relative, inside the tree, not under ``.git``, not through a symlink that
-leaves the tree). The user's index is never read or written: snapshots use a
-scratch index inside the git directory.
+Invariant: every path gitwal reads, writes or removes in the working tree is
+reached from the tree's root one component at a time, each directory opened
+with ``O_NOFOLLOW`` relative to the one before (:meth:`Worktree._parent`), at
+the moment of the operation: a component that is a symlink (or is swapped for
+one after an earlier check) is refused with :class:`PathRefused`, so nothing
+read from a log or planted in a repository makes gitwal read or write outside
+the tree. The final component is never followed either. ``..``, ``.`` and
+``.git`` components are refused before any file system call. The user's index
+is never read or written: snapshots use a scratch index inside the git
+directory.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import posixpath
 import stat
 import subprocess
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pygit2
 
 from .durable import (
-    atomic_write,
+    TEMP_SUFFIX,
     crash_point,
-    fsync_dir,
     makedirs_durable,
+    mkdir_at,
+    open_dir_at,
+    rmdir_at,
+    symlink_at,
     sync_filesystem,
-    unlink_durable,
+    temp_prefix,
+    unlink_at,
+    write_at,
 )
 from .errors import PathRefused, WalError
 from .ids import ABSENT, BlobId, TreeId
@@ -32,6 +47,11 @@ MODE_EXEC = 0o100755
 MODE_LINK = 0o120000
 MODE_TREE = 0o040000
 MODE_GITLINK = 0o160000
+
+_HINT = "give a path relative to the top of the working tree, inside it"
+_LINK_HINT = ("gitwal never reads or writes through a symbolic link; replace the link "
+              "with a real directory (or edit the files it points to yourself), then "
+              "run the command again")
 
 
 def tree_state(repo: pygit2.Repository, tree_id: str, path: str) -> str:
@@ -49,6 +69,54 @@ def blob_id(data: bytes) -> BlobId:
     return BlobId(str(pygit2.hash(data)))
 
 
+def _git_dirs(repo: pygit2.Repository) -> list[Path]:
+    """The git directory and, for a linked worktree, the common one."""
+    gitdir = Path(repo.path).resolve()
+    out = [gitdir]
+    try:
+        common = (gitdir / "commondir").read_text().strip()
+    except OSError:
+        return out
+    out.append((gitdir / common).resolve())
+    return out
+
+
+class _NoParent(Exception):
+    """A directory on the way to the path is missing (or is a plain file)."""
+
+
+def _lstat_at(dir_fd: int, name: str) -> os.stat_result | None:
+    try:
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
+
+def _parts(rel: str) -> list[str]:
+    """The components of a tree-relative path; refuses any that could leave the
+    tree or enter a git directory (the walk below never sees them)."""
+    parts = rel.split("/")
+    for p in parts:
+        if p in ("", ".", "..") or "\0" in p:
+            raise PathRefused(f"refused path {rel!r}: not a normalised path inside the tree",
+                              _HINT)
+        if p.lower() == ".git":
+            raise PathRefused(f"refused path {rel!r}: gitwal never writes inside .git", _HINT)
+    return parts
+
+
+@dataclass(frozen=True)
+class Restored:
+    """What :meth:`Worktree.restore_paths` did: the paths put back to the tree's
+    state, and the paths it left as they are, each with the reason."""
+
+    done: tuple[str, ...]
+    skipped: tuple[tuple[str, str], ...] = ()
+
+    def describe_skipped(self) -> str:
+        return "; ".join(f"{p}: {why}" for p, why in self.skipped)
+
+
 class Worktree:
     def __init__(self, repo: pygit2.Repository) -> None:
         if repo.workdir is None:
@@ -58,12 +126,22 @@ class Worktree:
             )
         self.repo = repo
         self.root = Path(repo.workdir).resolve()
+        for gitdir in _git_dirs(repo):
+            if self.root == gitdir or gitdir in self.root.parents:
+                raise WalError(
+                    f"the working tree {self.root} is inside the git directory {gitdir}",
+                    "run gitwal from the working tree, not from inside .git (or set "
+                    "GIT_WORK_TREE)",
+                )
 
     # -- paths -------------------------------------------------------------
 
     def confine(self, path: str) -> str:
-        """Return ``path`` as a normalised tree-relative POSIX path, or refuse it."""
-        hint = "give a path relative to the top of the working tree, inside it"
+        """Return ``path`` as a normalised tree-relative POSIX path, or refuse it.
+
+        A check for early, clear refusals before anything is logged; the
+        operations themselves do not rely on it (see the module invariant)."""
+        hint = _HINT
         if not path or "\0" in path:
             raise PathRefused(f"refused path {path!r}: empty or contains NUL", hint)
         if os.path.isabs(path) or path.startswith("\\"):
@@ -78,49 +156,104 @@ class Worktree:
             raise PathRefused(
                 f"refused path {path!r}: gitwal never writes inside .git", hint
             )
-        full = self.root / rel
-        for parent in Path(rel).parents:
-            p = self.root / parent
-            if p.exists() and not p.is_dir():
-                raise PathRefused(
-                    f"refused path {path!r}: {parent.as_posix()} is not a directory", hint
-                )
-        real_parent = Path(os.path.realpath(full.parent))
-        if real_parent != self.root and self.root not in real_parent.parents:
-            raise PathRefused(
-                f"refused path {path!r}: it goes through a symlink that leaves the "
-                "working tree",
-                hint,
-            )
-        if full.is_symlink():
+        try:
+            with self._parent(rel) as (fd, name):
+                st = _lstat_at(fd, name)
+        except _NoParent:
+            return rel  # the write creates the missing directories
+        if st is not None and stat.S_ISLNK(st.st_mode):
             raise PathRefused(
                 f"refused path {path!r}: it is a symbolic link",
                 "edit the file the link points to instead",
             )
-        if full.is_dir():
+        if st is not None and stat.S_ISDIR(st.st_mode):
             raise PathRefused(f"refused path {path!r}: it is a directory", hint)
         return rel
 
-    def abspath(self, rel: str) -> Path:
-        return self.root / rel
+    @contextmanager
+    def _parent(self, rel: str, create: bool = False, lenient: bool = False
+                ) -> Iterator[tuple[int, str]]:
+        """The open directory holding ``rel``'s last component, and that name.
+
+        Walks from the root with ``O_NOFOLLOW`` one component at a time. A
+        missing directory is created (durably) when ``create``, else
+        :class:`_NoParent`; a component that is a plain file is refused, or
+        :class:`_NoParent` when ``lenient`` (a read: the path does not exist);
+        a symlink is always refused."""
+        parts = _parts(rel)
+        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            for i, name in enumerate(parts[:-1]):
+                try:
+                    nfd = open_dir_at(fd, name)
+                except FileNotFoundError:
+                    if not create:
+                        raise _NoParent(rel) from None
+                    try:
+                        nfd = mkdir_at(fd, name)
+                    except FileExistsError:  # made meanwhile: open it, no follow
+                        nfd = self._open_component(fd, rel, parts, i, lenient)
+                except OSError as e:
+                    if e.errno not in (errno.ELOOP, errno.ENOTDIR):
+                        raise
+                    nfd = self._open_component(fd, rel, parts, i, lenient)
+                os.close(fd)
+                fd = nfd
+            yield fd, parts[-1]
+        finally:
+            os.close(fd)
+
+    def _open_component(self, fd: int, rel: str, parts: list[str], i: int,
+                        lenient: bool) -> int:
+        """Open ``parts[i]`` after a first attempt failed: refuse a symlink or a
+        file with a clear message (or give up quietly on a file when lenient)."""
+        name, shown = parts[i], "/".join(parts[: i + 1])
+        st = _lstat_at(fd, name)
+        if st is not None and stat.S_ISLNK(st.st_mode):
+            raise PathRefused(f"refused path {rel!r}: {shown} is a symbolic link", _LINK_HINT)
+        if st is None or not stat.S_ISDIR(st.st_mode):
+            if lenient:
+                raise _NoParent(rel)
+            raise PathRefused(f"refused path {rel!r}: {shown} is not a directory", _HINT)
+        try:
+            return open_dir_at(fd, name)
+        except OSError as e:
+            if e.errno in (errno.ELOOP, errno.ENOTDIR):  # swapped again: refuse
+                raise PathRefused(f"refused path {rel!r}: {shown} changed while gitwal "
+                                  "opened it", _LINK_HINT) from None
+            raise
 
     # -- content -----------------------------------------------------------
 
     def read(self, rel: str) -> tuple[bytes | None, int]:
-        """The file's bytes and git mode, or ``(None, 0)`` if absent."""
-        full = self.root / rel
+        """The file's bytes and git mode, or ``(None, 0)`` if absent.
+
+        A symlink's bytes are its target (never followed)."""
         try:
-            st = full.lstat()
-        except FileNotFoundError:
+            with self._parent(rel, lenient=True) as (dir_fd, name):
+                st = _lstat_at(dir_fd, name)
+                if st is None:
+                    return None, 0
+                if stat.S_ISLNK(st.st_mode):
+                    return os.readlink(os.fsencode(name), dir_fd=dir_fd), MODE_LINK
+                if not stat.S_ISREG(st.st_mode):
+                    raise PathRefused(f"{rel}: not a regular file", _HINT)
+                try:
+                    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+                                 | os.O_CLOEXEC, dir_fd=dir_fd)
+                except OSError as e:
+                    if e.errno == errno.ELOOP:  # swapped for a link since the lstat
+                        raise PathRefused(f"{rel}: changed while gitwal read it",
+                                          _LINK_HINT) from None
+                    raise
+                with os.fdopen(fd, "rb") as f:
+                    st = os.fstat(f.fileno())
+                    if not stat.S_ISREG(st.st_mode):
+                        raise PathRefused(f"{rel}: not a regular file", _HINT)
+                    data = f.read()
+        except _NoParent:
             return None, 0
-        except NotADirectoryError:
-            return None, 0
-        if stat.S_ISLNK(st.st_mode):
-            return os.readlink(full).encode(), MODE_LINK
-        if not stat.S_ISREG(st.st_mode):
-            raise PathRefused(f"{rel}: not a regular file")
-        mode = MODE_EXEC if st.st_mode & 0o111 else MODE_FILE
-        return full.read_bytes(), mode
+        return data, MODE_EXEC if st.st_mode & 0o111 else MODE_FILE
 
     def state(self, rel: str) -> str:
         """The path's current object id, or ABSENT."""
@@ -129,20 +262,27 @@ class Worktree:
 
     def write(self, rel: str, data: bytes, mode: int, tag: str) -> None:
         """Atomically set ``rel`` to ``data`` (creating parent dirs durably)."""
-        full = self.root / rel
-        if mode == MODE_LINK:
-            self.remove(rel)
-            os.symlink(data, full)
-            fsync_dir(full.parent)
-            return
-        if not full.parent.is_dir():
-            makedirs_durable(full.parent)
-        atomic_write(full, data, 0o755 if mode == MODE_EXEC else 0o644, tag)
+        with self._parent(rel, create=True) as (dir_fd, name):
+            if mode == MODE_LINK:
+                st = _lstat_at(dir_fd, name)
+                if st is not None and not stat.S_ISDIR(st.st_mode):
+                    unlink_at(dir_fd, name)
+                symlink_at(data, dir_fd, name)
+                return
+            write_at(dir_fd, name, data, 0o755 if mode == MODE_EXEC else 0o644, tag)
 
     def remove(self, rel: str) -> None:
-        full = self.root / rel
-        if full.is_symlink() or full.exists():
-            unlink_durable(full)
+        """Remove the file or symlink at ``rel`` (a directory raises IsADirectoryError)."""
+        try:
+            with self._parent(rel, lenient=True) as (dir_fd, name):
+                st = _lstat_at(dir_fd, name)
+                if st is None:
+                    return
+                if stat.S_ISDIR(st.st_mode):
+                    raise IsADirectoryError(errno.EISDIR, "is a directory", rel)
+                unlink_at(dir_fd, name)
+        except _NoParent:
+            return
 
     def set_state(self, rel: str, oid: str, mode: int, tag: str) -> None:
         """Put ``rel`` into the state ``oid`` (a blob in the odb, or ABSENT)."""
@@ -154,12 +294,26 @@ class Worktree:
         self.write(rel, blob.data, mode or MODE_FILE, tag)
 
     def clear_temp(self, rel: str, tag: str) -> bool:
-        """Remove a temp file a killed atomic write of ``rel`` left behind."""
-        tmp = (self.root / rel).with_name(f".{Path(rel).name}.{tag}.walt")
-        if tmp.exists():
-            unlink_durable(tmp)
-            return True
-        return False
+        """Remove the temp files killed writes of ``rel`` tagged ``tag`` left
+        behind (``.NAME.<tag>.*.walt``, regular files only); True if any."""
+        try:
+            with self._parent(rel, lenient=True) as (dir_fd, name):
+                prefix = temp_prefix(name, tag)
+                legacy = f".{name}.{tag}{TEMP_SUFFIX}"  # the fixed name of older versions
+                removed = False
+                for entry in os.listdir(dir_fd):
+                    if entry != legacy and not (entry.startswith(prefix)
+                                                and entry.endswith(TEMP_SUFFIX)):
+                        continue
+                    st = _lstat_at(dir_fd, entry)
+                    if st is not None and stat.S_ISREG(st.st_mode):
+                        os.unlink(entry, dir_fd=dir_fd)
+                        removed = True
+                if removed:
+                    os.fsync(dir_fd)
+                return removed
+        except _NoParent:
+            return False
 
     # -- whole-tree snapshots (exec steps) --------------------------------
 
@@ -237,23 +391,117 @@ class Worktree:
             paths.add(delta.new_file.path)
         return sorted(paths)
 
-    def restore_paths(self, tree: TreeId, paths: list[str], tag: str) -> list[str]:
-        """Put each path back to its state in ``tree``; returns paths touched."""
+    def restore_paths(self, tree: TreeId, paths: list[str], tag: str) -> Restored:
+        """Put each path back to its state in ``tree``.
+
+        Removals first, deepest first, then the writes, so a file that became
+        a directory (or the reverse) can be put back. A directory is removed
+        only when it is empty once the paths being restored are gone and
+        ``tree`` does not have a directory there. A path that cannot be put
+        back safely (a directory still holding other files, a symlink on the
+        way) is left as it is and listed in :attr:`Restored.skipped`.
+        """
         t = self.repo[tree]
         assert isinstance(t, pygit2.Tree)
-        done: list[str] = []
-        for i, rel in enumerate(paths):
-            if i == 1:
-                crash_point("mid-restore")
+
+        def entry(rel: str) -> pygit2.Object | None:
             try:
-                entry = t[rel]
+                return t[rel]
             except KeyError:
-                entry = None
-            if entry is None:
-                self.remove(rel)
-            elif entry.filemode in (MODE_TREE, MODE_GITLINK):
-                continue  # a directory or submodule: nothing of ours to write
-            else:
-                self.set_state(rel, str(entry.id), entry.filemode, tag)
-            done.append(rel)
-        return done
+                return None
+
+        def in_tree_as_dir(rel: str) -> bool:
+            e = entry(rel)
+            return e is not None and e.filemode in (MODE_TREE, MODE_GITLINK)
+
+        writes = {p: e for p in paths if (e := entry(p)) is not None
+                  and e.filemode not in (MODE_TREE, MODE_GITLINK)}
+        # Every directory that may have to go: the paths themselves (a file
+        # that became a directory) and their ancestors the tree does not have.
+        dirs = {a for p in paths for a in [p, *self._ancestors(p)] if not in_tree_as_dir(a)}
+        actions = sorted({(p, False) for p in paths if p not in writes}
+                         | {(d, True) for d in dirs},
+                         key=lambda a: (-a[0].count("/"), a[0], a[1]))
+        done: set[str] = set()
+        skipped: dict[str, str] = {}
+        steps = 0
+
+        def step() -> None:
+            nonlocal steps
+            if steps == 1:
+                crash_point("mid-restore")
+            steps += 1
+
+        for rel, is_dir in actions:
+            try:
+                if is_dir:
+                    if self._rmdir_if_empty(rel, step):
+                        done.add(rel)
+                elif self._remove_file(rel, step):
+                    done.add(rel)
+            except (PathRefused, OSError) as e:
+                skipped[rel] = _why(e)
+        for rel, want in sorted(writes.items()):
+            try:
+                st = self._lstat(rel)
+                if st is not None and stat.S_ISDIR(st.st_mode):
+                    skipped[rel] = "a directory holding other files is in the way"
+                    continue
+                step()
+                self.set_state(rel, str(want.id), want.filemode, tag)
+                done.add(rel)
+            except (PathRefused, OSError) as err:
+                skipped[rel] = _why(err)
+        wanted = set(paths)
+        return Restored(tuple(sorted(p for p in done if p in wanted)),
+                        tuple(sorted((p, w) for p, w in skipped.items() if p in wanted)))
+
+    @staticmethod
+    def _ancestors(rel: str) -> list[str]:
+        parts = rel.split("/")
+        return ["/".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)]
+
+    def _lstat(self, rel: str) -> os.stat_result | None:
+        try:
+            with self._parent(rel, lenient=True) as (dir_fd, name):
+                return _lstat_at(dir_fd, name)
+        except _NoParent:
+            return None
+
+    def _remove_file(self, rel: str, step: Callable[[], None]) -> bool:
+        """Unlink a non-directory at ``rel``; False when there is none."""
+        try:
+            with self._parent(rel, lenient=True) as (dir_fd, name):
+                st = _lstat_at(dir_fd, name)
+                if st is None or stat.S_ISDIR(st.st_mode):
+                    return False
+                step()
+                unlink_at(dir_fd, name)
+                return True
+        except _NoParent:
+            return False
+
+    def _rmdir_if_empty(self, rel: str, step: Callable[[], None]) -> bool:
+        """Remove the directory at ``rel`` if it is one and is empty."""
+        try:
+            with self._parent(rel, lenient=True) as (dir_fd, name):
+                st = _lstat_at(dir_fd, name)
+                if st is None or not stat.S_ISDIR(st.st_mode):
+                    return False
+                sub = open_dir_at(dir_fd, name)
+                try:
+                    if os.listdir(sub):
+                        return False
+                finally:
+                    os.close(sub)
+                step()
+                rmdir_at(dir_fd, name)
+                return True
+        except _NoParent:
+            return False
+
+
+def _why(e: Exception) -> str:
+    if isinstance(e, WalError):
+        return e.message
+    return e.strerror or str(e) if isinstance(e, OSError) else str(e)

@@ -1,0 +1,48 @@
+"""Opening the repository git would use from a directory, by git's own rules.
+
+``GIT_DIR`` names the git directory (relative paths from the start directory,
+as git reads them after ``-C``); without it the git directory is discovered
+upwards from the start directory, following a ``.git`` file (``git init
+--separate-git-dir``, submodules, linked worktrees). The working tree is
+``GIT_WORK_TREE`` if set, else ``core.worktree``, else: with ``GIT_DIR``, the
+start directory (git takes the current directory as the top); without it, the
+directory holding the ``.git`` entry. libgit2 applies the last three rules
+when it opens the start directory; ``GIT_DIR`` and ``GIT_WORK_TREE`` are
+applied here, and no other variable (``GIT_NAMESPACE`` would move the logs).
+
+Costs one libgit2 open (~0.1 ms), no process.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pygit2
+from pygit2.enums import RepositoryOpenFlag
+
+from .errors import NotARepository
+
+
+def open_repository(start: str | os.PathLike[str] = ".", hint: str = "") -> pygit2.Repository:
+    """The repository for ``start`` (bare ones too: ``workdir`` is then None)."""
+    base = os.path.abspath(start)
+    env_dir = os.environ.get("GIT_DIR")
+    env_tree = os.environ.get("GIT_WORK_TREE")
+    try:
+        if env_dir:
+            repo = pygit2.Repository(os.path.join(base, env_dir),
+                                     flags=RepositoryOpenFlag.NO_SEARCH)
+        else:
+            repo = pygit2.Repository(base)
+    except pygit2.GitError:
+        raise NotARepository(
+            f"not a git repository: {Path(base).resolve()}"
+            + (f" (GIT_DIR={env_dir})" if env_dir else ""),
+            hint or "run this inside a git working tree (or `git init` one first)",
+        ) from None
+    if env_tree:
+        repo.workdir = os.path.join(base, env_tree)
+    elif env_dir and not repo.is_bare and "core.worktree" not in repo.config:
+        repo.workdir = base
+    return repo
