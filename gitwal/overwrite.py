@@ -67,15 +67,28 @@ def found(wt: Worktree, rel: str) -> str:
     try:
         data, _mode = wt.read(rel)
     except PathRefused:
-        # Only for the report: what stands there (never followed or written).
-        try:
-            is_dir = stat.S_ISDIR(os.lstat(wt.root / rel).st_mode)
-        except OSError:
-            is_dir = False
-        return DIRECTORY if is_dir else SPECIAL
+        return _not_a_file(wt, rel)
     except IsADirectoryError:
         return DIRECTORY
     return ABSENT if data is None else blob_id(data)
+
+
+def _not_a_file(wt: Worktree, rel: str) -> str:
+    """What stands at ``rel`` when it cannot be read as a file (lstat only,
+    never followed): ABSENT when a parent is not a real directory (as for
+    git, nothing under a symlink or a file is in the tree), else DIRECTORY
+    or SPECIAL."""
+    here = wt.root
+    parts = rel.split("/")
+    for i, part in enumerate(parts):
+        here = here / part
+        try:
+            st = os.lstat(here)
+        except OSError:
+            return ABSENT
+        if i < len(parts) - 1 and not stat.S_ISDIR(st.st_mode):
+            return ABSENT
+    return DIRECTORY if stat.S_ISDIR(st.st_mode) else SPECIAL
 
 
 def torn_prefix(repo: pygit2.Repository, wt: Worktree, rel: str, post: str,
