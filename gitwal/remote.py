@@ -22,6 +22,7 @@ push hooks apply. Nothing here forces a log (docs/remotes.md):
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -29,9 +30,11 @@ from pathlib import Path
 
 import pygit2
 
+from .display import safe
 from .errors import NotARepository, RunBusy, WalError
 from .ids import CommitId, RunId, valid_run_id
 from .remote_checks import chain_defect, compaction_defect
+from .secret_scan import SecretInLog, scan
 from .store import ARCHIVE_PREFIX, CHECKPOINT_PREFIX, Store
 from .verify import select_runs
 
@@ -244,11 +247,35 @@ def _leases(cwd: Path, repo: pygit2.Repository, remote: str,
     return leases
 
 
+def _refuse_secrets(repo: pygit2.Repository, runs: Iterable[str]) -> None:
+    """Nothing is pushed when a log holds an untracked secret-looking file.
+
+    A guarded remote keeps every record for good, so this is the last point
+    at which such a file can stay on this machine (docs/security.md "Secrets").
+    """
+    leaks = [leak for run in runs for leak in scan(repo, run)]
+    if not leaks:
+        return
+    first = leaks[0]
+    more = f" (and {len(leaks) - 1} more path(s))" if len(leaks) > 1 else ""
+    shown = safe(first.path)
+    raise SecretInLog(
+        f"refusing to push run {first.run}: its log holds {shown}, which matches a secret "
+        f"pattern and is not tracked in the run's base commit ({first.where}){more}; "
+        "nothing was pushed",
+        f"if it is not a secret, allow it with `git config --add wal.secretPattern "
+        f"{shlex.quote('!/' + first.path)}` and push again; if it is, keep this run here "
+        "(`git wal push --run OTHER` sends other runs) and treat the secret as exposed "
+        "wherever the log was copied")
+
+
 def push(cwd: Path, remote: str | None, run_id: str | None, everything: bool) -> Transfer:
     """Push the selected runs' logs (default: the current run, else every run)."""
     name = resolve_remote(cwd, remote)
     repo = open_repo(cwd)
-    local = _log_refs(repo, select_runs(repo, run_id, everything))
+    runs = select_runs(repo, run_id, everything)
+    _refuse_secrets(repo, runs)
+    local = _log_refs(repo, runs)
     if not local:
         return Transfer(name, ())
     leases = _leases(cwd, repo, name, local)
