@@ -10,12 +10,14 @@ keeps them. Nothing here writes the working tree: the agent owns its effects.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pygit2
 
-from .errors import WalError
+from . import secrets
+from .display import safe
+from .errors import PathRefused, WalError
 from .ids import ABSENT, CommitId, Lsn, TreeId
 from .records import Abort, Checkpoint, Commit, Intent, Record, Unlogged
 from .run import Run
@@ -42,6 +44,20 @@ class Pending:
         return self.records + [r for r, _ in self.pending]
 
 
+def _refuse_undecodable(paths: Sequence[str]) -> None:
+    """A record names paths as UTF-8 JSON strings: a name that is not UTF-8 cannot be
+    recorded, and leaving it out would be a silent gap, so the call is refused."""
+    for path in paths:
+        try:
+            path.encode("utf-8")
+        except UnicodeEncodeError:
+            raise PathRefused(
+                f"the file name {safe(path)} is not valid UTF-8: the log records names as "
+                "UTF-8, so this change cannot be recorded",
+                "rename it to a UTF-8 name (`git status` lists it), then retry; nothing was "
+                "recorded for this call") from None
+
+
 class Expectation:
     """The log's expectation of one run's tree, and the records that close gaps."""
 
@@ -51,6 +67,7 @@ class Expectation:
         self.wt = run.wt
         self.repo: pygit2.Repository = run.store.repo
         self.full_check = full_check  # compare the whole tree, not only known paths
+        self._secret: Callable[[str], bool] | None = None  # built on first use
 
     def base_tree(self, records: list[Record]) -> TreeId:
         first = records[0]
@@ -100,7 +117,7 @@ class Expectation:
         if snapshot is None and self.full_check:
             snapshot = self.wt.snapshot(self.run_id)
         found: dict[str, tuple[str, str, list[Ref]]] = {}
-        for path in sorted({*expect, *paths}):
+        for path in self._not_secret(sorted({*expect, *paths}), base, snapshot):
             want = expect.get(path)
             if want is None:
                 want = tree_state(self.repo, base, path)
@@ -126,10 +143,33 @@ class Expectation:
         if not found:
             return
         paths_ = sorted(found)
+        _refuse_undecodable(paths_)
         state.add(Unlogged(
             self.run_id, state.next_lsn, tuple(paths_),
             tuple(found[p][0] for p in paths_), tuple(found[p][1] for p in paths_), noticed,
         ), [r for p in paths_ for r in found[p][2]])
+
+    def _not_secret(self, paths: list[str], base: TreeId,
+                    snapshot: TreeId | None) -> list[str]:
+        """``paths`` without the untracked secret-looking ones (gitwal/secrets.py).
+
+        Their content is never read into the log: such a path is tracked when
+        the base tree has it, or the snapshot does (a snapshot holds it only
+        when the user's index does), or, without a snapshot, the index does.
+        """
+        if self._secret is None:
+            self._secret = secrets.matcher(secrets.patterns(self.repo))
+        out, unsure = [], []
+        for path in paths:
+            if not self._secret(path) or tree_state(self.repo, base, path) != ABSENT:
+                out.append(path)
+            elif snapshot is not None:
+                if tree_state(self.repo, snapshot, path) != ABSENT:
+                    out.append(path)
+            else:
+                unsure.append(path)
+        known = secrets.tracked(self.wt.root, unsure)
+        return sorted(out + [p for p in unsure if p in known])
 
     def peek(self, path: str, want: str) -> tuple[str, list[Ref]]:
         """State of ``path``; its blob is written only when it differs from ``want``.

@@ -15,12 +15,14 @@ push hooks apply. Nothing here forces a log (docs/remotes.md):
   copy of what the remote has, overwritten like ``refs/remotes/``), then moves
   local refs by compare-and-swap through :class:`~gitwal.store.Store` (the
   only writer of ``refs/wal/*``): create, fast-forward, or report; a local log
-  is never rewound or replaced by one that does not contain it.
+  is never rewound or replaced by one that does not continue it, and nothing
+  that fails the chain checks is integrated (:mod:`gitwal.remote_checks`).
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -28,8 +30,11 @@ from pathlib import Path
 
 import pygit2
 
+from .display import safe
 from .errors import NotARepository, RunBusy, WalError
 from .ids import CommitId, RunId, valid_run_id
+from .remote_checks import chain_defect, compaction_defect
+from .secret_scan import SecretInLog, scan
 from .store import ARCHIVE_PREFIX, CHECKPOINT_PREFIX, Store
 from .verify import select_runs
 
@@ -39,7 +44,7 @@ STAGING_PREFIX = "refs/wal-remote/"
 PUSH_BATCH = 200  # refspecs per `git push`: keeps the command line far below ARG_MAX
 
 # Fetch outcomes that leave a local log behind what the remote has.
-NEEDS_ATTENTION = frozenset({"diverged", "busy", "rejected"})
+NEEDS_ATTENTION = frozenset({"diverged", "busy", "rejected", "invalid"})
 
 
 @dataclass(frozen=True)
@@ -242,11 +247,35 @@ def _leases(cwd: Path, repo: pygit2.Repository, remote: str,
     return leases
 
 
+def _refuse_secrets(repo: pygit2.Repository, runs: Iterable[str]) -> None:
+    """Nothing is pushed when a log holds an untracked secret-looking file.
+
+    A guarded remote keeps every record for good, so this is the last point
+    at which such a file can stay on this machine (docs/security.md "Secrets").
+    """
+    leaks = [leak for run in runs for leak in scan(repo, run)]
+    if not leaks:
+        return
+    first = leaks[0]
+    more = f" (and {len(leaks) - 1} more path(s))" if len(leaks) > 1 else ""
+    shown = safe(first.path)
+    raise SecretInLog(
+        f"refusing to push run {first.run}: its log holds {shown}, which matches a secret "
+        f"pattern and is not tracked in the run's base commit ({first.where}){more}; "
+        "nothing was pushed",
+        f"if it is not a secret, allow it with `git config --add wal.secretPattern "
+        f"{shlex.quote('!/' + first.path)}` and push again; if it is, keep this run here "
+        "(`git wal push --run OTHER` sends other runs) and treat the secret as exposed "
+        "wherever the log was copied")
+
+
 def push(cwd: Path, remote: str | None, run_id: str | None, everything: bool) -> Transfer:
     """Push the selected runs' logs (default: the current run, else every run)."""
     name = resolve_remote(cwd, remote)
     repo = open_repo(cwd)
-    local = _log_refs(repo, select_runs(repo, run_id, everything))
+    runs = select_runs(repo, run_id, everything)
+    _refuse_secrets(repo, runs)
+    local = _log_refs(repo, runs)
     if not local:
         return Transfer(name, ())
     leases = _leases(cwd, repo, name, local)
@@ -315,26 +344,32 @@ def _integrate_live(repo: pygit2.Repository, run: str, ref: str, theirs: str) ->
     try:
         with store.locked(wait=False):
             ours = store.head()
+            if ours is not None and ours == theirs:
+                return RefOutcome(ref, "up-to-date")
+            if ours is not None and _ancestor_or_same(repo, theirs, ours):
+                return RefOutcome(ref, "ahead", "push it with `git wal push`")
+            if ours is None and (kept := _archived(repo, run, theirs)):
+                return RefOutcome(ref, "dropped",
+                                  f"dropped here (kept in {kept}); the remote still has it")
+            # Whatever comes in must be a log before any ref points at it.
+            if (bad := chain_defect(repo, run, ref, theirs)) is not None:
+                return RefOutcome(ref, "invalid", bad)
             if ours is None:
-                kept = _archived(repo, run, theirs)
-                if kept:
-                    return RefOutcome(ref, "dropped",
-                                      f"dropped here (kept in {kept}); the remote still has it")
                 store.create_ref(ref, theirs)
                 return RefOutcome(ref, "created", theirs[:12])
-            if ours == theirs:
-                return RefOutcome(ref, "up-to-date")
             if _ancestor_or_same(repo, ours, theirs):
                 store.move_head(ours, CommitId(theirs))
                 return RefOutcome(ref, "updated", f"{ours[:12]}..{theirs[:12]}")
-            if _ancestor_or_same(repo, theirs, ours):
-                return RefOutcome(ref, "ahead", "push it with `git wal push`")
-            kept = _archived(repo, run, ours)
-            if kept:
-                # Compacted on the remote: our head stays reachable from `kept`.
-                store.move_head(ours, CommitId(theirs))
-                return RefOutcome(ref, "compacted", f"{ours[:12]} is kept in {kept}")
-            return RefOutcome(ref, "diverged", _describe_split(repo, ours, theirs))
+            why = "no archive keeps the local head"
+            for n, head in store.archives():
+                archive = f"{ARCHIVE_PREFIX}{run}/{n}"
+                why = compaction_defect(repo, run, ours, archive, head, theirs) or ""
+                if not why:
+                    # Compacted on the remote: the archive keeps our head, and
+                    # the new chain joins it record for record.
+                    store.move_head(ours, CommitId(theirs))
+                    return RefOutcome(ref, "compacted", f"{ours[:12]} is kept in {archive}")
+            return RefOutcome(ref, "diverged", f"{_describe_split(repo, ours, theirs)}; {why}")
     except RunBusy as e:
         return RefOutcome(ref, "busy", e.message)
 
@@ -343,6 +378,9 @@ def _integrate_once(repo: pygit2.Repository, run: str, ref: str, theirs: str) ->
     """Archives and detached checkpoints are written once: create, or compare."""
     current = repo.references.get(ref)
     if current is None:
+        if ref.startswith(ARCHIVE_PREFIX) and (
+                bad := chain_defect(repo, run, ref, theirs, live=False)) is not None:
+            return RefOutcome(ref, "invalid", bad)
         try:
             Store(repo, RunId(run)).create_ref(ref, theirs)
         except RunBusy as e:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pygit2
 
+from . import secrets
 from .durable import (
     TEMP_SUFFIX,
     crash_point,
@@ -320,6 +321,9 @@ class Worktree:
     def snapshot(self, run: str) -> TreeId:
         """A tree of every tracked and untracked-but-not-ignored file, durable.
 
+        Untracked files that match a secret pattern (gitwal/secrets.py) count
+        as ignored: they never enter the tree, nor the object database.
+
         Call only while holding ``run``'s lock. The run's own scratch index
         (``.git/wal/index/<run>``, seeded from a copy of the user's index)
         keeps the stat cache between snapshots and leaves the user's index
@@ -335,11 +339,13 @@ class Worktree:
         if not index.exists() and user_index.exists():
             index.write_bytes(user_index.read_bytes())
         lock = index.with_name(index.name + ".lock")
+        excludes = secrets.excludes_file(self.repo)
+        pats = secrets.patterns(self.repo)
         try:
-            tree = self._write_tree(index, lock)
+            tree = self._write_tree(index, lock, excludes, pats)
         except WalError:
             index.unlink(missing_ok=True)  # torn or foreign: start from nothing
-            tree = self._write_tree(index, lock)
+            tree = self._write_tree(index, lock, excludes, pats)
         sync_filesystem(self.repo.path)
         if os.stat(self.repo.path).st_dev != os.stat(self.root).st_dev:
             sync_filesystem(self.root)
@@ -354,31 +360,43 @@ class Worktree:
         index.unlink(missing_ok=True)
         index.with_name(index.name + ".lock").unlink(missing_ok=True)
 
-    def _write_tree(self, index: Path, lock: Path) -> TreeId:
+    def _write_tree(self, index: Path, lock: Path, excludes: Path,
+                    pats: list[str]) -> TreeId:
         lock.unlink(missing_ok=True)  # stale: we hold the run lock
         env = dict(os.environ, GIT_INDEX_FILE=str(index))
         env.pop("GIT_DIR", None)
         env.pop("GIT_WORK_TREE", None)
-        for args in (["add", "-A", "--", "."], ["write-tree"]):
-            proc = subprocess.run(
-                # Each new loose object is fsynced before git links it into
-                # place, so a crash never leaves a torn object that a later
-                # write would take for present; the syncfs() after the
-                # snapshot makes the directory entries durable.
-                # A split index: each snapshot rewrites only the entries that
-                # changed, not the whole index (~100 bytes per file: 5 MB at
-                # 50k files); git keeps the shared part in sharedindex.<id>
-                # in the git dir and expires unused ones after two weeks.
-                ["git", "-c", "core.fsync=loose-object", "-c", "core.fsyncMethod=fsync",
-                 "-c", "core.splitIndex=true", *args], cwd=self.root, env=env,
-                capture_output=True, text=True,
-            )
+        def git(args: list[str], stdin: bytes | None = None) -> str:
+            proc = subprocess.run(["git", *cfg, *args], cwd=self.root, env=env, input=stdin,
+                                  capture_output=True)
             if proc.returncode != 0:
                 raise WalError(
-                    f"could not snapshot the working tree: {proc.stderr.strip()}",
+                    "could not snapshot the working tree: "
+                    f"{os.fsdecode(proc.stderr).strip()}",
                     "check that `git status` works in this repository",
                 )
-        return TreeId(proc.stdout.strip())
+            return os.fsdecode(proc.stdout)
+
+        # Each new loose object is fsynced before git links it into place, so
+        # a crash never leaves a torn object that a later write would take for
+        # present; the syncfs() after the snapshot makes the directory entries
+        # durable. A split index: each snapshot rewrites only the entries that
+        # changed, not the whole index (~100 bytes per file: 5 MB at 50k
+        # files); git keeps the shared part in sharedindex.<id> in the git dir
+        # and expires unused ones after two weeks. The excludes file holds the
+        # user's own global excludes plus the secret patterns: git's ignore
+        # rules, so untracked secrets are never read.
+        cfg = ["-c", "core.fsync=loose-object", "-c", "core.fsyncMethod=fsync",
+               "-c", "core.splitIndex=true", "-c", f"core.excludesFile={excludes}"]
+        git(["add", "-A", "--", "."])
+        # A repository's .gitignore outranks core.excludesFile (`!.env` in it
+        # re-includes .env), and an index from an older snapshot may hold a
+        # secret already: drop every untracked entry the patterns match.
+        drop = secrets.untracked_matches(self.root, index, pats)
+        if drop:
+            git(["update-index", "-z", "--force-remove", "--stdin"],
+                b"".join(os.fsencode(p) + b"\0" for p in drop))
+        return TreeId(git(["write-tree"]).strip())
 
     def changed_paths(self, old: TreeId, new: TreeId) -> list[str]:
         """Paths whose content or mode differs between two snapshots."""

@@ -24,6 +24,11 @@ def _hint(remote: str, o: rm.RefOutcome) -> str:
         staged = rm.staging_prefix(remote) + o.ref[len("refs/"):]
         return (f"nothing was overwritten; the remote's copy is {staged} "
                 f"(`git log {staged}`); decide which log is right before changing either")
+    if o.status == "invalid":
+        staged = rm.staging_prefix(remote) + o.ref[len("refs/"):]
+        return (f"nothing was integrated: the fetched log fails the chain checks; the "
+                f"remote's copy stays in {staged} (`git log {staged}`); repair the log "
+                "where it was written, or ask who pushed it")
     if o.status == "busy":
         return "a live gitwal process holds the run; fetch again when it is done"
     if "non-fast-forward" in o.detail or "fetch first" in o.detail:
