@@ -48,6 +48,7 @@ from .overwrite import (
 )
 from .prompt import redo_command, remaining_steps, render
 from .records import REPLAY_SAFE, Abort, Checkpoint, Commit, Intent, Plan, Record, to_dict
+from .run import watched_paths
 from .store import Ref, Store, list_runs
 from .worktree import Worktree, tree_state
 
@@ -432,7 +433,7 @@ class Recovery:
                 f"in doubt: its pre tree {pre_tree[:12]} is not in the object database "
                 "(pruned, or the log names an object it never stored); nothing was restored",
                 (), True)
-        now = self.wt.snapshot(self.store.run)
+        now = self.wt.snapshot(self.store.run, watched_paths(intent))
         if now != pre_tree:
             return self._exec_changed(intent, pre_tree, now, dry_run)
         # Nothing visible changed. Only a command that never started is "not
@@ -500,7 +501,7 @@ class Recovery:
     def _redo_exec(self, intent: Intent, pre_tree: TreeId, outcome: str) -> Outcome:
         with self.store.command_lock(intent.lsn) as hold:
             code = run_command(intent.args["argv"], self.wt, intent, hold)
-            post = self.wt.snapshot(self.store.run)
+            post = self.wt.snapshot(self.store.run, watched_paths(intent))
             ok = code == 0
             output = ""
             if ok and intent.check:

@@ -182,16 +182,24 @@ class Run:
         check: str | None = None,
         idempotent: bool = False,
         step: int | None = None,
+        watch: Sequence[str] = (),
     ) -> StepResult:
-        """Run a command whose effect is unknown in advance, as a logged step."""
+        """Run a command whose effect is unknown in advance, as a logged step.
+
+        ``watch``: paths whose ignored files the snapshots include too, so a
+        command that changes only those is seen (recorded in the intent)."""
         if not argv:
             raise ToolRefused("exec: no command given", "git wal exec -- CMD ARG...")
+        watched = sorted({self.wt.confine_any(w) for w in watch})
         with self.store.locked():
             head, lsn = self._next()
-            pre_tree = self.wt.snapshot(self.id)
+            pre_tree = self.wt.snapshot(self.id, watched)
             crash_point("after-snapshot")
+            args: dict[str, Any] = {"argv": list(argv)}
+            if watched:
+                args["watch"] = watched
             intent = Intent(
-                run=self.id, lsn=lsn, tool="exec", args={"argv": list(argv)},
+                run=self.id, lsn=lsn, tool="exec", args=args,
                 target=(".",), pre=(pre_tree,), post=None, mode=(MODE_TREE,),
                 replay=REPLAY_SAFE if idempotent else REPLAY_UNSAFE,
                 key=f"{self.id}:{lsn}", check=check, step=step,
@@ -210,7 +218,7 @@ class Run:
             return result
 
     def _close_exec(self, intent: Intent, head: CommitId, code: int, hold: int) -> StepResult:
-        post_tree = self.wt.snapshot(self.id)
+        post_tree = self.wt.snapshot(self.id, watched_paths(intent))
         problem, output = "", ""
         if code != 0:
             problem = f"command exited with status {code}"
@@ -246,6 +254,12 @@ class Run:
             self.id, Lsn(intent.lsn + 1), intent.lsn, (post_tree,), verified
         ), [Ref(post_tree, is_tree=True)])
         return StepResult(intent.lsn, "exec", intent.target, "committed", (post_tree,))
+
+
+def watched_paths(intent: Intent) -> list[str]:
+    """The paths an exec intent's snapshots include ignored files of."""
+    watch = intent.args.get("watch", [])
+    return [w for w in watch if isinstance(w, str)] if isinstance(watch, list) else []
 
 
 def _left(kept: tuple[Kept, ...]) -> str:

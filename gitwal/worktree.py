@@ -15,11 +15,12 @@ directory.
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import posixpath
 import stat
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,6 +143,24 @@ class Worktree:
 
         A check for early, clear refusals before anything is logged; the
         operations themselves do not rely on it (see the module invariant)."""
+        rel = self.confine_any(path)
+        try:
+            with self._parent(rel) as (fd, name):
+                st = _lstat_at(fd, name)
+        except _NoParent:
+            return rel  # the write creates the missing directories
+        if st is not None and stat.S_ISLNK(st.st_mode):
+            raise PathRefused(
+                f"refused path {path!r}: it is a symbolic link",
+                "edit the file the link points to instead",
+            )
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            raise PathRefused(f"refused path {path!r}: it is a directory", _HINT)
+        return rel
+
+    def confine_any(self, path: str) -> str:
+        """``path`` as a normalised tree-relative POSIX path naming a file or a
+        directory (lexical checks only: for pathspecs gitwal hands to git)."""
         hint = _HINT
         if not path or "\0" in path:
             raise PathRefused(f"refused path {path!r}: empty or contains NUL", hint)
@@ -157,18 +176,6 @@ class Worktree:
             raise PathRefused(
                 f"refused path {path!r}: gitwal never writes inside .git", hint
             )
-        try:
-            with self._parent(rel) as (fd, name):
-                st = _lstat_at(fd, name)
-        except _NoParent:
-            return rel  # the write creates the missing directories
-        if st is not None and stat.S_ISLNK(st.st_mode):
-            raise PathRefused(
-                f"refused path {path!r}: it is a symbolic link",
-                "edit the file the link points to instead",
-            )
-        if st is not None and stat.S_ISDIR(st.st_mode):
-            raise PathRefused(f"refused path {path!r}: it is a directory", hint)
         return rel
 
     @contextmanager
@@ -318,8 +325,13 @@ class Worktree:
 
     # -- whole-tree snapshots (exec steps) --------------------------------
 
-    def snapshot(self, run: str) -> TreeId:
+    def snapshot(self, run: str, watch: Sequence[str] = ()) -> TreeId:
         """A tree of every tracked and untracked-but-not-ignored file, durable.
+
+        ``watch``: tree-relative paths whose ignored files are included too
+        (``git wal exec --watch``), so a step that changes them is seen. Such
+        a snapshot uses a scratch index of its own, so the paths do not widen
+        the run's other snapshots.
 
         Untracked files that match a secret pattern (gitwal/secrets.py) count
         as ignored: they never enter the tree, nor the object database.
@@ -333,6 +345,9 @@ class Worktree:
         on stable storage (one syncfs, not an fsync per object).
         """
         index = self._scratch_index(run)
+        if watch:
+            key = hashlib.sha1("\0".join(sorted(watch)).encode()).hexdigest()[:12]
+            index = index.with_name(f"{index.name}.watch-{key}")
         if not index.parent.is_dir():
             makedirs_durable(index.parent)
         user_index = Path(self.repo.path) / "index"
@@ -342,10 +357,10 @@ class Worktree:
         excludes = secrets.excludes_file(self.repo)
         pats = secrets.patterns(self.repo)
         try:
-            tree = self._write_tree(index, lock, excludes, pats)
+            tree = self._write_tree(index, lock, excludes, pats, watch)
         except WalError:
             index.unlink(missing_ok=True)  # torn or foreign: start from nothing
-            tree = self._write_tree(index, lock, excludes, pats)
+            tree = self._write_tree(index, lock, excludes, pats, watch)
         sync_filesystem(self.repo.path)
         if os.stat(self.repo.path).st_dev != os.stat(self.root).st_dev:
             sync_filesystem(self.root)
@@ -355,13 +370,14 @@ class Worktree:
         return Path(self.repo.path) / "wal" / "index" / run
 
     def forget_snapshots(self, run: str) -> None:
-        """Delete the run's scratch index (a cache; its shared part expires in git)."""
+        """Delete the run's scratch indexes (caches; shared parts expire in git)."""
         index = self._scratch_index(run)
-        index.unlink(missing_ok=True)
-        index.with_name(index.name + ".lock").unlink(missing_ok=True)
+        for path in [index, *index.parent.glob(f"{index.name}.watch-*")]:
+            path.unlink(missing_ok=True)
+            path.with_name(path.name + ".lock").unlink(missing_ok=True)
 
     def _write_tree(self, index: Path, lock: Path, excludes: Path,
-                    pats: list[str]) -> TreeId:
+                    pats: list[str], watch: Sequence[str] = ()) -> TreeId:
         lock.unlink(missing_ok=True)  # stale: we hold the run lock
         env = dict(os.environ, GIT_INDEX_FILE=str(index))
         env.pop("GIT_DIR", None)
@@ -389,6 +405,12 @@ class Worktree:
         cfg = ["-c", "core.fsync=loose-object", "-c", "core.fsyncMethod=fsync",
                "-c", "core.splitIndex=true", "-c", f"core.excludesFile={excludes}"]
         git(["add", "-A", "--", "."])
+        present = [w for w in watch if os.path.lexists(self.root / w)]
+        if present:
+            # Ignored files under the watched paths too (-f). Never without a
+            # pathspec: that would force-add every ignored file of the tree.
+            # Entries whose files are gone were removed by `add -A` above.
+            git(["add", "-A", "-f", "--", *present])
         # A repository's .gitignore outranks core.excludesFile (`!.env` in it
         # re-includes .env), and an index from an older snapshot may hold a
         # secret already: drop every untracked entry the patterns match.

@@ -209,3 +209,33 @@ def test_claude_session_start_keeps_a_persons_edit(repo: Path) -> None:
     assert (repo / "README").read_text() == "a person wrote this\n"
     status = json.loads(ok(repo, "status", "--run", CLAUDE_RUN, "--json"))
     assert status["open"], status  # left for a decision, not "restored"
+
+
+def test_watch_makes_an_ignored_change_visible(repo: Path) -> None:
+    (repo / ".gitignore").write_text("build/\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "ignore")
+    (repo / "build").mkdir()
+    (repo / "build" / "old.o").write_text("old\n")
+    ok(repo, "begin")
+    crash(repo, "after-exec", "exec", "--watch", "build", "--", "sh", "-c",
+          "echo new > build/out.o && echo changed > build/old.o")
+    code, report = recover(repo)
+    [o] = report["intents"]
+    assert code == 3 and sorted(o["changed"]) == ["build/old.o", "build/out.o"]
+    code, report = recover(repo, "--restore")
+    assert code == 0
+    assert (repo / "build" / "old.o").read_text() == "old\n"
+    assert not (repo / "build" / "out.o").exists()
+    # A failing watched step puts the ignored files back too; other steps'
+    # snapshots are not widened by the watch.
+    r = wal(repo, "exec", "--watch", "build", "--", "sh", "-c",
+            "echo again > build/old.o; exit 2")
+    assert r.returncode == 1 and (repo / "build" / "old.o").read_text() == "old\n"
+    ok(repo, "exec", "--", "sh", "-c", "echo unseen > build/old.o")
+    rows = [json.loads(x) for x in ok(repo, "log", "--json").splitlines()]
+    last = rows[-1]
+    assert last["type"] == "commit"
+    intent = next(r for r in rows if r["lsn"] == last["intent"])
+    assert "watch" not in intent["args"]
+    assert git(repo, "ls-tree", "-r", "--name-only", last["post"][0]).count("build/") == 0

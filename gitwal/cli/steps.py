@@ -135,11 +135,15 @@ def move_file(ctx: click.Context, src: str, dst: str) -> None:
 @click.option("--idempotent", is_flag=True,
               help="Declare the command safe to run again (recovery may redo it).")
 @STEP
+@click.option("--watch", "watch", multiple=True, metavar="PATH",
+              help="Include ignored files under PATH in the step's snapshots, so a "
+                   "command that changes only those is seen (repeatable).")
 @JSON
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
 @handled
 def exec_(run_id: str | None, check: str | None, idempotent: bool, step: int | None,
-          as_json: bool, argv: tuple[str, ...]) -> None:
+          watch: tuple[str, ...], as_json: bool, argv: tuple[str, ...]) -> None:
     """Run a shell command as a logged step (snapshots before and after)."""
     run = Wal(".").run(run_id)
-    _report(run.exec(list(argv), check=check, idempotent=idempotent, step=step), as_json)
+    _report(run.exec(list(argv), check=check, idempotent=idempotent, step=step,
+                     watch=watch), as_json)
