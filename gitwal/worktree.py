@@ -2,7 +2,7 @@
 
 Invariant: every path gitwal reads, writes or removes in the working tree is
 reached from the tree's root one component at a time, each directory opened
-with ``O_NOFOLLOW`` relative to the one before (:meth:`Worktree._parent`), at
+with ``O_NOFOLLOW`` relative to the one before (:meth:`Worktree.parent_dir`), at
 the moment of the operation: a component that is a symlink (or is swapped for
 one after an earlier check) is refused with :class:`PathRefused`, so nothing
 read from a log or planted in a repository makes gitwal read or write outside
@@ -20,21 +20,19 @@ import os
 import posixpath
 import stat
 import subprocess
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pygit2
 
 from . import secrets
 from .durable import (
     TEMP_SUFFIX,
-    crash_point,
     makedirs_durable,
     mkdir_at,
     open_dir_at,
-    rmdir_at,
     symlink_at,
     sync_filesystem,
     temp_prefix,
@@ -43,6 +41,9 @@ from .durable import (
 )
 from .errors import PathRefused, WalError
 from .ids import ABSENT, BlobId, TreeId
+
+if TYPE_CHECKING:
+    from .restore import Restored
 
 MODE_FILE = 0o100644
 MODE_EXEC = 0o100755
@@ -83,11 +84,11 @@ def _git_dirs(repo: pygit2.Repository) -> list[Path]:
     return out
 
 
-class _NoParent(Exception):
+class NoParent(Exception):
     """A directory on the way to the path is missing (or is a plain file)."""
 
 
-def _lstat_at(dir_fd: int, name: str) -> os.stat_result | None:
+def lstat_at(dir_fd: int, name: str) -> os.stat_result | None:
     try:
         return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
@@ -105,18 +106,6 @@ def _parts(rel: str) -> list[str]:
         if p.lower() == ".git":
             raise PathRefused(f"refused path {rel!r}: gitwal never writes inside .git", _HINT)
     return parts
-
-
-@dataclass(frozen=True)
-class Restored:
-    """What :meth:`Worktree.restore_paths` did: the paths put back to the tree's
-    state, and the paths it left as they are, each with the reason."""
-
-    done: tuple[str, ...]
-    skipped: tuple[tuple[str, str], ...] = ()
-
-    def describe_skipped(self) -> str:
-        return "; ".join(f"{p}: {why}" for p, why in self.skipped)
 
 
 class Worktree:
@@ -145,9 +134,9 @@ class Worktree:
         operations themselves do not rely on it (see the module invariant)."""
         rel = self.confine_any(path)
         try:
-            with self._parent(rel) as (fd, name):
-                st = _lstat_at(fd, name)
-        except _NoParent:
+            with self.parent_dir(rel) as (fd, name):
+                st = lstat_at(fd, name)
+        except NoParent:
             return rel  # the write creates the missing directories
         if st is not None and stat.S_ISLNK(st.st_mode):
             raise PathRefused(
@@ -179,14 +168,14 @@ class Worktree:
         return rel
 
     @contextmanager
-    def _parent(self, rel: str, create: bool = False, lenient: bool = False
+    def parent_dir(self, rel: str, create: bool = False, lenient: bool = False
                 ) -> Iterator[tuple[int, str]]:
         """The open directory holding ``rel``'s last component, and that name.
 
         Walks from the root with ``O_NOFOLLOW`` one component at a time. A
         missing directory is created (durably) when ``create``, else
-        :class:`_NoParent`; a component that is a plain file is refused, or
-        :class:`_NoParent` when ``lenient`` (a read: the path does not exist);
+        :class:`NoParent`; a component that is a plain file is refused, or
+        :class:`NoParent` when ``lenient`` (a read: the path does not exist);
         a symlink is always refused."""
         parts = _parts(rel)
         fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -196,7 +185,7 @@ class Worktree:
                     nfd = open_dir_at(fd, name)
                 except FileNotFoundError:
                     if not create:
-                        raise _NoParent(rel) from None
+                        raise NoParent(rel) from None
                     try:
                         nfd = mkdir_at(fd, name)
                     except FileExistsError:  # made meanwhile: open it, no follow
@@ -216,12 +205,12 @@ class Worktree:
         """Open ``parts[i]`` after a first attempt failed: refuse a symlink or a
         file with a clear message (or give up quietly on a file when lenient)."""
         name, shown = parts[i], "/".join(parts[: i + 1])
-        st = _lstat_at(fd, name)
+        st = lstat_at(fd, name)
         if st is not None and stat.S_ISLNK(st.st_mode):
             raise PathRefused(f"refused path {rel!r}: {shown} is a symbolic link", _LINK_HINT)
         if st is None or not stat.S_ISDIR(st.st_mode):
             if lenient:
-                raise _NoParent(rel)
+                raise NoParent(rel)
             raise PathRefused(f"refused path {rel!r}: {shown} is not a directory", _HINT)
         try:
             return open_dir_at(fd, name)
@@ -238,8 +227,8 @@ class Worktree:
 
         A symlink's bytes are its target (never followed)."""
         try:
-            with self._parent(rel, lenient=True) as (dir_fd, name):
-                st = _lstat_at(dir_fd, name)
+            with self.parent_dir(rel, lenient=True) as (dir_fd, name):
+                st = lstat_at(dir_fd, name)
                 if st is None:
                     return None, 0
                 if stat.S_ISLNK(st.st_mode):
@@ -259,7 +248,7 @@ class Worktree:
                     if not stat.S_ISREG(st.st_mode):
                         raise PathRefused(f"{rel}: not a regular file", _HINT)
                     data = f.read()
-        except _NoParent:
+        except NoParent:
             return None, 0
         return data, MODE_EXEC if st.st_mode & 0o111 else MODE_FILE
 
@@ -270,9 +259,9 @@ class Worktree:
 
     def write(self, rel: str, data: bytes, mode: int, tag: str) -> None:
         """Atomically set ``rel`` to ``data`` (creating parent dirs durably)."""
-        with self._parent(rel, create=True) as (dir_fd, name):
+        with self.parent_dir(rel, create=True) as (dir_fd, name):
             if mode == MODE_LINK:
-                st = _lstat_at(dir_fd, name)
+                st = lstat_at(dir_fd, name)
                 if st is not None and not stat.S_ISDIR(st.st_mode):
                     unlink_at(dir_fd, name)
                 symlink_at(data, dir_fd, name)
@@ -282,14 +271,14 @@ class Worktree:
     def remove(self, rel: str) -> None:
         """Remove the file or symlink at ``rel`` (a directory raises IsADirectoryError)."""
         try:
-            with self._parent(rel, lenient=True) as (dir_fd, name):
-                st = _lstat_at(dir_fd, name)
+            with self.parent_dir(rel, lenient=True) as (dir_fd, name):
+                st = lstat_at(dir_fd, name)
                 if st is None:
                     return
                 if stat.S_ISDIR(st.st_mode):
                     raise IsADirectoryError(errno.EISDIR, "is a directory", rel)
                 unlink_at(dir_fd, name)
-        except _NoParent:
+        except NoParent:
             return
 
     def set_state(self, rel: str, oid: str, mode: int, tag: str) -> None:
@@ -305,7 +294,7 @@ class Worktree:
         """Remove the temp files killed writes of ``rel`` tagged ``tag`` left
         behind (``.NAME.<tag>.*.walt``, regular files only); True if any."""
         try:
-            with self._parent(rel, lenient=True) as (dir_fd, name):
+            with self.parent_dir(rel, lenient=True) as (dir_fd, name):
                 prefix = temp_prefix(name, tag)
                 legacy = f".{name}.{tag}{TEMP_SUFFIX}"  # the fixed name of older versions
                 removed = False
@@ -313,14 +302,14 @@ class Worktree:
                     if entry != legacy and not (entry.startswith(prefix)
                                                 and entry.endswith(TEMP_SUFFIX)):
                         continue
-                    st = _lstat_at(dir_fd, entry)
+                    st = lstat_at(dir_fd, entry)
                     if st is not None and stat.S_ISREG(st.st_mode):
                         os.unlink(entry, dir_fd=dir_fd)
                         removed = True
                 if removed:
                     os.fsync(dir_fd)
                 return removed
-        except _NoParent:
+        except NoParent:
             return False
 
     # -- whole-tree snapshots (exec steps) --------------------------------
@@ -432,116 +421,15 @@ class Worktree:
         return sorted(paths)
 
     def restore_paths(self, tree: TreeId, paths: list[str], tag: str) -> Restored:
-        """Put each path back to its state in ``tree``.
+        """Put each path back to its state in ``tree`` (see gitwal/restore.py)."""
+        from .restore import restore_paths  # restore.py builds on this module
 
-        Removals first, deepest first, then the writes, so a file that became
-        a directory (or the reverse) can be put back. A directory is removed
-        only when it is empty once the paths being restored are gone and
-        ``tree`` does not have a directory there. A path that cannot be put
-        back safely (a directory still holding other files, a symlink on the
-        way) is left as it is and listed in :attr:`Restored.skipped`.
-        """
-        t = self.repo[tree]
-        assert isinstance(t, pygit2.Tree)
+        return restore_paths(self, tree, paths, tag)
 
-        def entry(rel: str) -> pygit2.Object | None:
-            try:
-                return t[rel]
-            except KeyError:
-                return None
-
-        def in_tree_as_dir(rel: str) -> bool:
-            e = entry(rel)
-            return e is not None and e.filemode in (MODE_TREE, MODE_GITLINK)
-
-        writes = {p: e for p in paths if (e := entry(p)) is not None
-                  and e.filemode not in (MODE_TREE, MODE_GITLINK)}
-        # Every directory that may have to go: the paths themselves (a file
-        # that became a directory) and their ancestors the tree does not have.
-        dirs = {a for p in paths for a in [p, *self._ancestors(p)] if not in_tree_as_dir(a)}
-        actions = sorted({(p, False) for p in paths if p not in writes}
-                         | {(d, True) for d in dirs},
-                         key=lambda a: (-a[0].count("/"), a[0], a[1]))
-        done: set[str] = set()
-        skipped: dict[str, str] = {}
-        steps = 0
-
-        def step() -> None:
-            nonlocal steps
-            if steps == 1:
-                crash_point("mid-restore")
-            steps += 1
-
-        for rel, is_dir in actions:
-            try:
-                if is_dir:
-                    if self._rmdir_if_empty(rel, step):
-                        done.add(rel)
-                elif self._remove_file(rel, step):
-                    done.add(rel)
-            except (PathRefused, OSError) as e:
-                skipped[rel] = _why(e)
-        for rel, want in sorted(writes.items()):
-            try:
-                st = self._lstat(rel)
-                if st is not None and stat.S_ISDIR(st.st_mode):
-                    skipped[rel] = "a directory holding other files is in the way"
-                    continue
-                step()
-                self.set_state(rel, str(want.id), want.filemode, tag)
-                done.add(rel)
-            except (PathRefused, OSError) as err:
-                skipped[rel] = _why(err)
-        wanted = set(paths)
-        return Restored(tuple(sorted(p for p in done if p in wanted)),
-                        tuple(sorted((p, w) for p, w in skipped.items() if p in wanted)))
-
-    @staticmethod
-    def _ancestors(rel: str) -> list[str]:
-        parts = rel.split("/")
-        return ["/".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)]
-
-    def _lstat(self, rel: str) -> os.stat_result | None:
+    def lstat(self, rel: str) -> os.stat_result | None:
+        """What is at ``rel`` (a symlink itself, not its target), or None."""
         try:
-            with self._parent(rel, lenient=True) as (dir_fd, name):
-                return _lstat_at(dir_fd, name)
-        except _NoParent:
+            with self.parent_dir(rel, lenient=True) as (dir_fd, name):
+                return lstat_at(dir_fd, name)
+        except NoParent:
             return None
-
-    def _remove_file(self, rel: str, step: Callable[[], None]) -> bool:
-        """Unlink a non-directory at ``rel``; False when there is none."""
-        try:
-            with self._parent(rel, lenient=True) as (dir_fd, name):
-                st = _lstat_at(dir_fd, name)
-                if st is None or stat.S_ISDIR(st.st_mode):
-                    return False
-                step()
-                unlink_at(dir_fd, name)
-                return True
-        except _NoParent:
-            return False
-
-    def _rmdir_if_empty(self, rel: str, step: Callable[[], None]) -> bool:
-        """Remove the directory at ``rel`` if it is one and is empty."""
-        try:
-            with self._parent(rel, lenient=True) as (dir_fd, name):
-                st = _lstat_at(dir_fd, name)
-                if st is None or not stat.S_ISDIR(st.st_mode):
-                    return False
-                sub = open_dir_at(dir_fd, name)
-                try:
-                    if os.listdir(sub):
-                        return False
-                finally:
-                    os.close(sub)
-                step()
-                rmdir_at(dir_fd, name)
-                return True
-        except _NoParent:
-            return False
-
-
-def _why(e: Exception) -> str:
-    if isinstance(e, WalError):
-        return e.message
-    return e.strerror or str(e) if isinstance(e, OSError) else str(e)

@@ -171,6 +171,15 @@ def test_clear_temp_removes_regular_temp_files_only(tmp_path: Path, outside: Pat
     assert_untouched(outside)
 
 
+def test_a_failed_write_leaves_no_temp_file(tmp_path: Path) -> None:
+    repo = init_repo(tmp_path / "repo", {"d/keep.txt": "k\n"})
+    wt = Wal(repo).wt
+    with pytest.raises(IsADirectoryError):
+        wt.write("d", b"x\n", MODE_FILE, "w2")
+    assert no_temp_files(repo) == []
+    assert (repo / "d" / "keep.txt").read_text() == "k\n"
+
+
 def test_temp_names_are_unpredictable(tmp_path: Path) -> None:
     from gitwal.durable import temp_name
 
