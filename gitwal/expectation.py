@@ -168,7 +168,7 @@ class Expectation:
                     out.append(path)
             else:
                 unsure.append(path)
-        known = secrets.tracked(self.wt.root, unsure)
+        known = secrets.tracked(self.wt.root, unsure, self.wt.repo.path)
         return sorted(out + [p for p in unsure if p in known])
 
     def peek(self, path: str, want: str) -> tuple[str, list[Ref]]:

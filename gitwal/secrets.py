@@ -100,7 +100,8 @@ def excludes_file(repo: pygit2.Repository) -> Path:
     return path
 
 
-def untracked_matches(root: Path, index: Path, pats: list[str]) -> list[str]:
+def untracked_matches(root: Path, index: Path, pats: list[str],
+                      gitdir: str | None = None) -> list[str]:
     """Entries of the scratch ``index`` the patterns match that the user's index lacks.
 
     Two cheap `git ls-files` calls (the second only when the first finds
@@ -108,9 +109,7 @@ def untracked_matches(root: Path, index: Path, pats: list[str]) -> list[str]:
     """
     if not pats:
         return []
-    env = dict(os.environ, GIT_INDEX_FILE=str(index))
-    env.pop("GIT_DIR", None)
-    env.pop("GIT_WORK_TREE", None)
+    env = _env(root, gitdir, index)
     args = ["git", "ls-files", "-z", "--cached", "--ignored"]
     for p in pats:
         args += ["--exclude", p]
@@ -119,20 +118,32 @@ def untracked_matches(root: Path, index: Path, pats: list[str]) -> list[str]:
     if not found:
         return []
     names = [os.fsdecode(p) for p in found]
-    known = tracked(root, names)
+    known = tracked(root, names, gitdir)
     return [p for p in names if p not in known]
 
 
-def tracked(root: Path, paths: list[str]) -> set[str]:
+def tracked(root: Path, paths: list[str], gitdir: str | None = None) -> set[str]:
     """Which of ``paths`` the user's index holds (git's meaning of tracked)."""
     if not paths:
         return set()
-    env = dict(os.environ)
-    for key in ("GIT_INDEX_FILE", "GIT_DIR", "GIT_WORK_TREE"):
-        env.pop(key, None)
+    env = _env(root, gitdir, None)
     out = _run(["git", "--literal-pathspecs", "ls-files", "-z", "--cached", "--", *paths],
                root, env)
     return {os.fsdecode(p) for p in out.split(b"\0") if p}
+
+
+def _env(root: Path, gitdir: str | None, index: Path | None) -> dict[str, str]:
+    """git's environment for the repository gitwal opened: named explicitly
+    when known (it may come from GIT_DIR/GIT_WORK_TREE, with no .git entry
+    in the tree), else found from the tree as git would."""
+    env = dict(os.environ)
+    for key in ("GIT_INDEX_FILE", "GIT_DIR", "GIT_WORK_TREE"):
+        env.pop(key, None)
+    if gitdir is not None:
+        env.update(GIT_DIR=gitdir, GIT_WORK_TREE=str(root))
+    if index is not None:
+        env["GIT_INDEX_FILE"] = str(index)
+    return env
 
 
 def _run(args: list[str], cwd: Path, env: dict[str, str]) -> bytes:

@@ -368,9 +368,10 @@ class Worktree:
     def _write_tree(self, index: Path, lock: Path, excludes: Path,
                     pats: list[str], watch: Sequence[str] = ()) -> TreeId:
         lock.unlink(missing_ok=True)  # stale: we hold the run lock
-        env = dict(os.environ, GIT_INDEX_FILE=str(index))
-        env.pop("GIT_DIR", None)
-        env.pop("GIT_WORK_TREE", None)
+        # The repository and tree gitwal opened, named explicitly: they may come
+        # from GIT_DIR/GIT_WORK_TREE with no .git entry in the tree to find.
+        env = dict(os.environ, GIT_INDEX_FILE=str(index), GIT_DIR=self.repo.path,
+                   GIT_WORK_TREE=str(self.root))
         def git(args: list[str], stdin: bytes | None = None) -> str:
             proc = subprocess.run(["git", *cfg, *args], cwd=self.root, env=env, input=stdin,
                                   capture_output=True)
@@ -403,7 +404,7 @@ class Worktree:
         # A repository's .gitignore outranks core.excludesFile (`!.env` in it
         # re-includes .env), and an index from an older snapshot may hold a
         # secret already: drop every untracked entry the patterns match.
-        drop = secrets.untracked_matches(self.root, index, pats)
+        drop = secrets.untracked_matches(self.root, index, pats, self.repo.path)
         if drop:
             git(["update-index", "-z", "--force-remove", "--stdin"],
                 b"".join(os.fsencode(p) + b"\0" for p in drop))

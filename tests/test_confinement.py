@@ -288,6 +288,9 @@ def test_git_dir_and_work_tree_from_the_environment(tmp_path: Path) -> None:
     subprocess.run(["git", "add", "-A"], env=genv, cwd=elsewhere, check=True)
     subprocess.run(["git", "commit", "-q", "-m", "init"], env=genv, cwd=elsewhere, check=True)
     _steps_work(elsewhere, tree, env)
+    # A shell step snapshots the same tree (no .git entry there to find it by).
+    proc = wal(elsewhere, "exec", "--", "sh", "-c", f"echo e > {tree}/e.txt", env=env)
+    assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in elsewhere.iterdir()) == []
 
 
