@@ -1,0 +1,198 @@
+"""A log is data, not a program: forged, fetched and hostile logs.
+
+Each forged record is written with git plumbing (docs/format.md), or by a
+second clone through gitwal itself; then the real CLI reads it. Nothing read
+from a log may write outside the tree or under .git, plant a symlink or an
+executable, or run a command the local user did not write; every refusal is
+`error:` / `hint:` (or exit 3, in doubt), never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gitwal.records import REPLAY_SAFE
+
+from .conftest import git, init_repo, ok, tree_of, wal
+
+RUN = "forged-run"
+PRECIOUS = "precious, not gitwal's\n"
+EVIL = b"#!/bin/sh\ntouch PWNED\n"
+
+
+def blob(repo: Path, data: bytes) -> str:
+    return git(repo, "hash-object", "-w", "--stdin", input=data).strip()
+
+
+def canonical(record: dict[str, Any]) -> bytes:
+    return json.dumps(record, sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False).encode("utf-8")
+
+
+def append_raw(repo: Path, run: str, lsn: int, data: bytes, objects: tuple[str, ...] = ()
+               ) -> None:
+    """One append commit holding ``data`` as record ``lsn`` (plumbing only)."""
+    ref = f"refs/wal/{run}"
+    head = git(repo, "rev-parse", ref).strip()
+    rec = blob(repo, data)
+    entries = f"100644 blob {rec}\t{lsn:012d}.json\n"
+    entries += "".join(f"100644 blob {o}\tobj-{o}\n" for o in sorted(set(objects)))
+    tree = git(repo, "mktree", input=entries.encode()).strip()
+    commit = git(repo, "commit-tree", tree, "-p", head, "-m", f"wal {lsn} forged").strip()
+    git(repo, "update-ref", ref, commit, head)
+
+
+def intent(lsn: int, tool: str, args: dict[str, Any], target: list[str], pre: list[str],
+           post: list[str] | None, mode: list[int], check: str | None = None,
+           replay: str = REPLAY_SAFE) -> dict[str, Any]:
+    return {"v": 1, "type": "intent", "run": RUN, "lsn": lsn, "tool": tool, "args": args,
+            "target": target, "pre": pre, "post": post, "mode": mode, "replay": replay,
+            "key": f"{RUN}:{lsn}", "check": check, "step": None}
+
+
+@pytest.fixture
+def victim(tmp_path: Path) -> Path:
+    """A repository with a run of one committed step, and a marker outside the tree."""
+    repo = init_repo(tmp_path / "repo")
+    (tmp_path / "marker.txt").write_text(PRECIOUS)
+    ok(repo, "begin", "--run", RUN, "--task", "t")
+    ok(repo, "apply", "write-file", "a.txt", "--from", "-", input=b"one\n")
+    return repo
+
+
+def forged_cases(repo: Path) -> dict[str, dict[str, Any]]:
+    """Intents (LSN 4) that steer recovery out of bounds; every one is torn (the
+    target matches neither pre nor post), so recovery on main restored its pre."""
+    marker = repo.parent / "marker.txt"
+    evil, other = blob(repo, EVIL), blob(repo, b"other\n")
+    return {
+        "dotdot": intent(4, "write_file", {"path": "../marker.txt", "content": other},
+                         ["../marker.txt"], [evil], [other], [0o100644]),
+        "absolute": intent(4, "write_file", {"path": str(marker), "content": other},
+                           [str(marker)], [evil], [other], [0o100644]),
+        "git-hook": intent(4, "write_file", {"path": ".git/hooks/pre-commit",
+                                             "content": other},
+                           [".git/hooks/pre-commit"], [evil], [other], [0o100755]),
+        "git-case": intent(4, "write_file", {"path": ".GIT/hooks/post-checkout",
+                                             "content": other},
+                           [".GIT/hooks/post-checkout"], [evil], [other], [0o100755]),
+        "dot": intent(4, "write_file", {"path": "./x", "content": other},
+                      ["./x"], [evil], [other], [0o100644]),
+        "backslash": intent(4, "write_file", {"path": "..\\marker.txt", "content": other},
+                            ["..\\marker.txt"], [evil], [other], [0o100644]),
+        "unknown-tool": intent(4, "frobnicate", {"path": "b.txt"}, ["b.txt"], [evil],
+                               [other], [0o100755]),
+        "symlink": intent(4, "write_file", {"path": "link", "content": other}, ["link"],
+                          [blob(repo, str(marker).encode())], [other], [0o120000]),
+        "mode-of-absent": intent(4, "write_file", {"path": "new.sh", "content": other},
+                                 ["new.sh"], ["absent"], [other], [0o100755]),
+        "target-not-args": intent(4, "write_file", {"path": "a.txt", "content": other},
+                                  ["../marker.txt"], [evil], [other], [0o100644]),
+        "exec-target": intent(4, "exec", {"argv": ["true"]}, ["../marker.txt"],
+                              [tree_of(repo)], None, [0o040000]),
+        "abort-restored": {"v": 1, "type": "abort", "run": RUN, "lsn": 4, "intent": 2,
+                           "reason": "x", "restored": ["../marker.txt"], "output": ""},
+        "unlogged-paths": {"v": 1, "type": "unlogged", "run": RUN, "lsn": 4,
+                           "paths": ["/etc/passwd"], "expected": ["absent"],
+                           "observed": ["absent"], "noticed": "x"},
+    }
+
+
+CASES = ["dotdot", "absolute", "git-hook", "git-case", "dot", "backslash", "unknown-tool",
+         "symlink", "mode-of-absent", "target-not-args", "exec-target", "abort-restored",
+         "unlogged-paths"]
+
+
+def untouched(repo: Path) -> None:
+    """The marker outside the tree is intact; no hook, no symlink, no PWNED."""
+    assert (repo.parent / "marker.txt").read_text() == PRECIOUS
+    hooks = repo / ".git" / "hooks"
+    assert not (hooks / "pre-commit").exists() and not (hooks / "post-checkout").exists()
+    assert not (repo / "link").is_symlink() and not (repo / "link").exists()
+    assert not (repo / "new.sh").exists() and not (repo / "PWNED").exists()
+    assert not (repo.parent / "PWNED").exists()
+
+
+def refused(proc: subprocess.CompletedProcess[str], *needles: str) -> None:
+    assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)
+    assert proc.stderr.startswith("error: "), proc.stderr
+    assert "\nhint: " in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    for n in needles:
+        assert n in proc.stderr, proc.stderr
+
+
+def verify_fails(repo: Path, lsn: int, why: str) -> None:
+    proc = wal(repo, "verify", "--run", RUN, "--json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    failures = json.loads(proc.stdout)["runs"][0]["failures"]
+    assert any(f.get("lsn") == lsn and why in f["reason"] for f in failures), failures
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_forged_record_is_refused_by_every_reader(victim: Path, case: str) -> None:
+    record = forged_cases(victim)[case]
+    append_raw(victim, RUN, 4, canonical(record),
+               tuple(x for x in (record.get("pre") or []) + (record.get("post") or [])
+                     if x != "absent" and len(x) == 40 and record["tool"] != "exec"))
+    why = {"dotdot": "'..' component", "absolute": "is absolute", "git-hook": "goes through .git",
+           "git-case": "goes through .git", "dot": "'.' or '..' component",
+           "backslash": "contains a backslash", "unknown-tool": "unknown tool 'frobnicate'",
+           "symlink": "mode 120000", "mode-of-absent": "mode 100755 with pre 'absent'",
+           "target-not-args": "'..' component",
+           "exec-target": "exec intent's target must be ['.']",
+           "abort-restored": "restored: path '../marker.txt'",
+           "unlogged-paths": "paths: path '/etc/passwd' is absolute"}[case]
+    for args in (["recover", "--run", RUN], ["recover", "--run", RUN, "--redo"],
+                 ["recover", "--run", RUN, "--restore"], ["prompt", "--run", RUN],
+                 ["status", "--run", RUN], ["log", "--run", RUN, "--json"]):
+        refused(wal(victim, *args), f"refs/wal/{RUN} LSN 4", why)
+    untouched(victim)
+    verify_fails(victim, 4, why)
+
+
+# -- malformed logs: deep JSON, bad closings -------------------------------------
+
+
+def deep_json(depth: int) -> bytes:
+    return (b'{"v":1,"type":"intent","run":"' + RUN.encode() + b'","lsn":4,"args":'
+            + b"[" * depth + b"]" * depth + b"}")
+
+
+@pytest.mark.parametrize("depth", [40, 100_000])
+def test_deeply_nested_json_is_a_corrupt_record(victim: Path, depth: int) -> None:
+    append_raw(victim, RUN, 4, deep_json(depth))
+    for args in (["log", "--run", RUN], ["log", "--run", RUN, "--json"],
+                 ["status", "--run", RUN], ["recover", "--run", RUN],
+                 ["prompt", "--run", RUN]):
+        refused(wal(victim, *args), "LSN 4", "nested")
+    verify_fails(victim, 4, "nested")
+
+
+@pytest.mark.parametrize(("closes", "kind"), [(99, "commit"), (1, "commit"), (1, "abort"),
+                                              (3, "abort"), (2, "abort")])
+def test_a_closing_of_no_open_intent_is_refused(victim: Path, closes: int, kind: str) -> None:
+    """LSN 2 is the intent (closed by 3), 1 the plan, 99 does not exist."""
+    if kind == "commit":
+        rec: dict[str, Any] = {"v": 1, "type": "commit", "run": RUN, "lsn": 4,
+                               "intent": closes, "post": [blob(victim, b"one\n")],
+                               "verified": "x", "recovered": False}
+    else:
+        rec = {"v": 1, "type": "abort", "run": RUN, "lsn": 4, "intent": closes,
+               "reason": "x", "restored": [], "output": ""}
+    append_raw(victim, RUN, 4, canonical(rec))
+    why = f"the {kind} closes LSN {closes}, which is not an earlier open intent"
+    for args in (["log", "--run", RUN], ["status", "--run", RUN],
+                 ["recover", "--run", RUN], ["prompt", "--run", RUN]):
+        refused(wal(victim, *args), f"LSN 4: {why}")
+    proc = wal(victim, "verify", "--run", RUN, "--json")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    failures = json.loads(proc.stdout)["runs"][0]["failures"]
+    assert any(f.get("lsn") == 4 and "closes" in f["reason"] for f in failures), failures
+    untouched(victim)
