@@ -27,6 +27,7 @@ from typing import Any
 import pygit2
 
 from .agent_call import agent_tag
+from .authorship import foreign_command
 from .durable import crash_point
 from .effects import apply_post, restore_pre, run_check, run_command
 from .errors import RunBusy
@@ -195,6 +196,13 @@ class Recovery:
         outcomes: list[Outcome] = []
         removed: list[str] = []
         for intent in open_intents:
+            # -- log trust (docs/security.md): a step whose command this clone
+            # did not write is not decided: deciding may run the command.
+            foreign = foreign_command(self.store.repo, intent)
+            if foreign is not None and not dry_run:
+                outcomes.append(self._foreign(intent, foreign))
+                continue
+            # -- end log trust
             if not dry_run:
                 removed.extend(self._clear_temps(intent))
             outcome = self._decide(intent, dry_run)
@@ -221,6 +229,14 @@ class Recovery:
                 if self.wt.clear_temp(path, tag):
                     out.append(path)
         return out
+
+    def _foreign(self, intent: Intent, command: str) -> Outcome:
+        """Left open, in doubt, nothing written: its command was not written here."""
+        what = "command" if intent.tool == "exec" else "check"
+        return self._outcome(
+            intent, IN_DOUBT, "left-open",
+            f"its {what} {command!r} was not written in this clone (a fetched or forged "
+            "log); it was not run and nothing was changed", open_=True)
 
     def _outcome(self, intent: Intent, outcome: str, action: str, detail: str,
                  changed: tuple[str, ...] = (), open_: bool = False) -> Outcome:
@@ -322,9 +338,9 @@ class Recovery:
             return self._outcome(intent, NOT_APPLIED, "none", "not applied" + self._running(intent))
         if self.redo and intent.replay == REPLAY_SAFE:
             with self.store.command_lock(intent.lsn) as hold:
-                code = run_command(intent.args["argv"], self.wt, intent, hold)
+                ran = run_command(intent.args["argv"], self.wt, intent, hold)
                 post = self.wt.snapshot(self.store.run)
-                ok = code == 0
+                ok, code = ran.ok, ran.failure
                 output = ""
                 if ok and intent.check:
                     result = run_check(intent.check, self.wt, intent, hold)
@@ -337,10 +353,10 @@ class Recovery:
             undo = self.wt.changed_paths(pre_tree, post)
             restored = self.wt.restore_paths(pre_tree, undo, f"r{intent.lsn}")
             self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
-                               f"recovery: redo failed (exit {code})", tuple(restored),
+                               f"recovery: redo failed ({code})", tuple(restored),
                                output), [Ref(post, is_tree=True)])
             return self._outcome(intent, NOT_APPLIED, "aborted",
-                                 f"not applied; redo failed (exit {code}), its changes "
+                                 f"not applied; redo failed ({code}), its changes "
                                  "were restored")
         self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
                            "recovery: not applied; not redone", ()))

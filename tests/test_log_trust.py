@@ -10,15 +10,20 @@ executable, or run a command the local user did not write; every refusal is
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
+import pygit2
 import pytest
 
-from gitwal.records import REPLAY_SAFE
+from gitwal.ids import Lsn, RunId
+from gitwal.records import REPLAY_SAFE, Intent
+from gitwal.store import Ref, Store
 
 from .conftest import git, init_repo, ok, tree_of, wal
+from .test_agent_payloads import claude, claude_run, claude_tool, run_hook
 
 RUN = "forged-run"
 PRECIOUS = "precious, not gitwal's\n"
@@ -157,6 +162,76 @@ def test_a_forged_record_is_refused_by_every_reader(victim: Path, case: str) -> 
     verify_fails(victim, 4, why)
 
 
+def test_a_forged_check_is_not_run_and_the_step_stays_in_doubt(victim: Path) -> None:
+    """The paths are fine, the post equals the file: on main recovery ran the check."""
+    pwned = victim.parent / "PWNED"
+    now = blob(victim, b"one\n")
+    record = intent(4, "write_file", {"path": "a.txt", "content": now}, ["a.txt"],
+                    ["absent"], [now], [0], check=f"touch {pwned}")
+    append_raw(victim, RUN, 4, canonical(record), (now,))
+    for args in (["recover", "--run", RUN], ["recover", "--run", RUN, "--redo"]):
+        proc = wal(victim, *args, "--json")
+        assert proc.returncode == 3, proc.stderr
+        assert "Traceback" not in proc.stderr
+        (step,) = json.loads(proc.stdout)["intents"]
+        assert step["lsn"] == 4 and step["open"] is True and step["action"] == "left-open"
+        assert f"its check 'touch {pwned}' was not written in this clone" in step["detail"]
+        assert "it was not run" in step["detail"]
+    assert not pwned.exists()
+    assert (victim / "a.txt").read_text() == "one\n"
+    log = json.loads(ok(victim, "log", "--run", RUN, "--json").splitlines()[-1])
+    assert log["lsn"] == 4 and log["status"] == "open"  # nothing was appended
+    prompt = ok(victim, "prompt", "--run", RUN)
+    assert "LSN 4" in prompt
+    untouched(victim)
+
+
+def test_a_forged_idempotent_exec_is_not_redone(victim: Path) -> None:
+    pwned = victim.parent / "PWNED"
+    record = intent(4, "exec", {"argv": ["touch", str(pwned)]}, ["."], [tree_of(victim)],
+                    None, [0o040000])
+    append_raw(victim, RUN, 4, canonical(record))
+    proc = wal(victim, "recover", "--run", RUN, "--redo", "--json")
+    assert proc.returncode == 3, proc.stderr
+    (step,) = json.loads(proc.stdout)["intents"]
+    assert step["open"] is True
+    assert f"its command 'touch {pwned}' was not written in this clone" in step["detail"]
+    assert not pwned.exists()
+    untouched(victim)
+
+
+def test_an_intent_whose_auth_was_edited_is_foreign(victim: Path) -> None:
+    """The MAC covers every byte of the intent: change the check, keep the auth."""
+    ok(victim, "apply", "--check", "true", "write-file", "b.txt", "--from", "-",
+       input=b"two\n")
+    mine = json.loads(ok(victim, "log", "--run", RUN, "--json").splitlines()[3])
+    assert mine["lsn"] == 4 and len(mine["auth"]) == 64
+    pwned = victim.parent / "PWNED"
+    now = blob(victim, b"two\n")
+    record = intent(6, "write_file", {"path": "b.txt", "content": now}, ["b.txt"], [now],
+                    [now], [0o100644], check=f"touch {pwned}")
+    record["auth"] = mine["auth"]
+    append_raw(victim, RUN, 6, canonical(record), (now,))
+    proc = wal(victim, "recover", "--run", RUN)
+    assert proc.returncode == 3, proc.stderr
+    assert not pwned.exists()
+
+
+def test_own_checks_still_run_in_recovery(victim: Path) -> None:
+    """A step this clone logged keeps working: its check runs in recovery."""
+    ran = victim.parent / "ran"
+    proc = wal(victim, "apply", "--check", f"touch {ran}", "write-file", "c.txt",
+               "--from", "-", input=b"c\n", env={"GITWAL_CRASH_AT": "after-apply"})
+    assert proc.returncode == -9
+    assert not ran.exists()
+    secret = victim / ".git" / "wal" / "secret"
+    assert secret.stat().st_mode & 0o777 == 0o600 and len(secret.read_bytes()) == 32
+    assert "secret" not in git(victim, "for-each-ref")  # never in a ref
+    out = json.loads(ok(victim, "recover", "--run", RUN, "--json"))
+    assert out["intents"][0]["action"] == "committed"
+    assert ran.exists()
+
+
 # -- malformed logs: deep JSON, bad closings -------------------------------------
 
 
@@ -196,3 +271,62 @@ def test_a_closing_of_no_open_intent_is_refused(victim: Path, closes: int, kind:
     failures = json.loads(proc.stdout)["runs"][0]["failures"]
     assert any(f.get("lsn") == 4 and "closes" in f["reason"] for f in failures), failures
     untouched(victim)
+
+
+# -- end to end: a pushed run, a forged append, fetch, resume ----------------------
+
+
+def test_a_fetched_forged_intent_never_runs_on_resume(tmp_path: Path) -> None:
+    server = tmp_path / "server.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(server))
+    seed = init_repo(tmp_path / "seed")
+    git(seed, "push", "-q", str(server), "main")
+    git(tmp_path, "clone", "-q", server.as_uri(), "a")
+    git(tmp_path, "clone", "-q", server.as_uri(), "b")
+    a, b = tmp_path / "a", tmp_path / "b"
+    pwned = tmp_path / "PWNED"
+    run = claude_run()
+
+    # A works with Claude Code: its hooks log an edit; A pushes the run.
+    assert run_hook(a, "claude", claude(a, "SessionStart", source="startup")).code == 0
+    edit = {"file_path": str(a / "README"), "old_string": "hello", "new_string": "bye"}
+    pre = run_hook(a, "claude", claude_tool(a, "PreToolUse", "Edit", edit, "toolu_1"))
+    assert pre.code == 0, pre.err
+    (a / "README").write_text("bye\n")
+    post = run_hook(a, "claude", claude_tool(a, "PostToolUse", "Edit", edit, "toolu_1"))
+    assert post.code == 0, post.err
+    ok(a, "push", "--run", run)
+
+    # B (its own clone, its own secret) fetches the run and appends an intent
+    # whose post is A's README, with a check that would plant PWNED.
+    ok(b, "fetch", "--run", run)
+    repo_b = pygit2.Repository(str(b))
+    store = Store(repo_b, RunId(run))
+    head = store.head()
+    assert head is not None
+    last = store.records()[-1].lsn
+    readme = blob(b, b"bye\n")
+    forged = Intent(RunId(run), Lsn(last + 1), "write_file", {"path": "README",
+                    "content": readme}, ("README",), (readme,), (readme,), (0o100644,),
+                    REPLAY_SAFE, f"{run}:{last + 1}", check=f"touch {pwned}")
+    store.append([forged], [Ref(readme)], head)
+    assert (b / ".git" / "wal" / "secret").exists()  # B's MAC, made with B's secret
+    ok(b, "push", "--run", run)
+
+    # A fetches (a fast-forward of its own run) and Claude Code resumes.
+    fetched = json.loads(ok(a, "fetch", "--json"))
+    assert fetched["ok"] is True
+    assert git(a, "rev-parse", f"refs/wal/{run}") == git(b, "rev-parse", f"refs/wal/{run}")
+    start = run_hook(a, "claude", claude(a, "SessionStart", source="resume"))
+    assert start.code == 0, start.err
+    assert "Traceback" not in start.err
+    text = start.json()["hookSpecificOutput"]["additionalContext"]
+    assert f"LSN {last + 1} is in doubt" in text
+    assert not pwned.exists()
+    proc = wal(a, "recover", "--run", run, "--json")
+    assert proc.returncode == 3, proc.stderr
+    assert "was not written in this clone" in json.loads(proc.stdout)["intents"][0]["detail"]
+    assert not pwned.exists()
+    assert (a / "README").read_text() == "bye\n"
+    assert not any(p.name == "PWNED" for p in tmp_path.rglob("PWNED"))
+    assert os.listdir(a / ".git" / "hooks") == os.listdir(b / ".git" / "hooks")
