@@ -54,10 +54,10 @@ def append_raw(repo: Path, run: str, lsn: int, data: bytes, objects: tuple[str, 
 
 def intent(lsn: int, tool: str, args: dict[str, Any], target: list[str], pre: list[str],
            post: list[str] | None, mode: list[int], check: str | None = None,
-           replay: str = REPLAY_SAFE) -> dict[str, Any]:
-    return {"v": 1, "type": "intent", "run": RUN, "lsn": lsn, "tool": tool, "args": args,
+           replay: str = REPLAY_SAFE, run: str = RUN) -> dict[str, Any]:
+    return {"v": 1, "type": "intent", "run": run, "lsn": lsn, "tool": tool, "args": args,
             "target": target, "pre": pre, "post": post, "mode": mode, "replay": replay,
-            "key": f"{RUN}:{lsn}", "check": check, "step": None}
+            "key": f"{run}:{lsn}", "check": check, "step": None}
 
 
 @pytest.fixture
@@ -230,6 +230,26 @@ def test_own_checks_still_run_in_recovery(victim: Path) -> None:
     out = json.loads(ok(victim, "recover", "--run", RUN, "--json"))
     assert out["intents"][0]["action"] == "committed"
     assert ran.exists()
+
+
+def test_the_agent_hooks_refuse_a_forged_record(repo: Path) -> None:
+    """Claude Code's SessionStart runs recovery: a forged record stops it, and the
+    next tool call is refused, with nothing written."""
+    (repo.parent / "marker.txt").write_text(PRECIOUS)
+    run = claude_run()
+    assert run_hook(repo, "claude", claude(repo, "SessionStart", source="startup")).code == 0
+    evil, other = blob(repo, EVIL), blob(repo, b"other\n")
+    record = intent(2, "write_file", {"path": "../marker.txt", "content": other},
+                    ["../marker.txt"], [evil], [other], [0o100644], run=run)
+    append_raw(repo, run, 2, canonical(record), (evil, other))
+    start = run_hook(repo, "claude", claude(repo, "SessionStart", source="resume"))
+    assert start.code == 0 and "Traceback" not in start.err
+    assert f"refs/wal/{run} LSN 2" in start.json()["systemMessage"]
+    assert "corrupt record" in start.json()["systemMessage"]
+    edit = {"file_path": str(repo / "README"), "old_string": "hello", "new_string": "bye"}
+    pre = run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit", edit, "toolu_1"))
+    assert pre.code == 2 and "corrupt record" in pre.err and "Traceback" not in pre.err
+    untouched(repo)
 
 
 # -- malformed logs: deep JSON, bad closings -------------------------------------
