@@ -350,3 +350,12 @@ def test_a_fetched_forged_intent_never_runs_on_resume(tmp_path: Path) -> None:
     assert (a / "README").read_text() == "bye\n"
     assert not any(p.name == "PWNED" for p in tmp_path.rglob("PWNED"))
     assert os.listdir(a / ".git" / "hooks") == os.listdir(b / ".git" / "hooks")
+
+
+def test_the_decoder_knows_exactly_the_tools_gitwal_has() -> None:
+    """records.py sits below tools.py, so it keeps its own list: keep them equal."""
+    from gitwal import records, tools
+
+    assert set(records.FILE_TOOLS) == set(tools.TOOLS)
+    assert {n: t.path_args for n, t in tools.TOOLS.items()} == records.PATH_ARGS
+    assert {*tools.TOOLS, "write_files", "exec"} == records.KNOWN_TOOLS
