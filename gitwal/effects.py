@@ -77,6 +77,14 @@ def command_timeout(wt: Worktree, timeout: float | None) -> float | None:
     return value
 
 
+def _stop(proc: subprocess.Popen[bytes], group: bool) -> None:
+    if group:
+        _kill_group(proc)
+    else:
+        proc.kill()
+    proc.wait()
+
+
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     """SIGKILL the command and everything it started in its process group."""
     try:
@@ -114,6 +122,9 @@ def run_check(command: str, wt: Worktree, intent: Intent, hold: int | None = Non
         assert limit is not None
         return CheckResult(False, text,
                            f"check timed out after {_secs(limit)} s: {command}")
+    except BaseException:
+        _stop(proc, limit is not None)  # interrupted: as subprocess.run, leave nothing running
+        raise
     text = (out + err).decode("utf-8", "replace")[-OUTPUT_TAIL:]
     return CheckResult(proc.returncode == 0, text,
                        "" if proc.returncode == 0 else f"check failed: {command}")
@@ -157,6 +168,9 @@ def run_command(argv: Sequence[str], wt: Worktree, intent: Intent, hold: int,
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         return CommandResult(proc.wait(), limit)
+    except BaseException:
+        _stop(proc, limit is not None)
+        raise
 
 
 def apply_post(wt: Worktree, intent: Intent) -> None:
