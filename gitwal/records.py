@@ -347,8 +347,8 @@ def _build(cls: type[Record], body: dict[str, Any]) -> Record:
         step = body.get("step")
         if step is not None and (not isinstance(step, int) or isinstance(step, bool)):
             raise ValueError("step must be an integer or null")
-        auth = body.get("auth")
-        if auth is not None and not (isinstance(auth, str) and _HEX64.fullmatch(auth)):
+        auth = body.get("auth")  # absent, never null: it is written only when present
+        if "auth" in body and not (isinstance(auth, str) and _HEX64.fullmatch(auth)):
             raise ValueError(f"auth must be {_AUTH_LEN} lowercase hex digits")
         args = req("args", dict)
         _check_intent(tool, args, target, pre, mode)

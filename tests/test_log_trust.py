@@ -359,3 +359,36 @@ def test_the_decoder_knows_exactly_the_tools_gitwal_has() -> None:
     assert set(records.FILE_TOOLS) == set(tools.TOOLS)
     assert {n: t.path_args for n, t in tools.TOOLS.items()} == records.PATH_ARGS
     assert {*tools.TOOLS, "write_files", "exec"} == records.KNOWN_TOOLS
+
+
+@pytest.mark.parametrize("path", ["", "a\0b", "/abs", "a\\b", "a//b", "a/", "./a", "a/./b",
+                                  "..", "a/../b", ".git", ".Git/config", "x/.GIT/y"])
+def test_path_rules_refuse(path: str) -> None:
+    from gitwal.records import path_problem
+
+    assert path_problem(path) != ""
+
+
+@pytest.mark.parametrize("path", ["a", "a/b.c", "...", ".gitignore", "x/.github/w.yml",
+                                  "ü/ñ", "a b"])
+def test_path_rules_accept(path: str) -> None:
+    from gitwal.records import path_problem
+
+    assert path_problem(path) == ""
+
+
+def test_auth_is_encoded_only_when_present_and_validated() -> None:
+    from gitwal.errors import CorruptLog
+    from gitwal.records import decode, encode
+
+    base = intent(4, "write_file", {"path": "a", "content": "a" * 40}, ["a"], ["absent"],
+                  ["a" * 40], [0], check="make test")
+    plain = decode(canonical(base), "w")
+    assert isinstance(plain, Intent) and plain.auth is None
+    assert encode(plain) == canonical(base)  # no "auth" key: old logs keep their bytes
+    signed = decode(canonical({**base, "auth": "0f" * 32}), "w")
+    assert isinstance(signed, Intent) and signed.auth == "0f" * 32
+    assert b'"auth":"' + b"0f" * 32 + b'"' in encode(signed)
+    for bad in (None, "0F" * 32, "0f" * 31, 7):
+        with pytest.raises(CorruptLog, match="auth must be 64 lowercase hex digits"):
+            decode(canonical({**base, "auth": bad}), "w")
