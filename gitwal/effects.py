@@ -93,6 +93,10 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         pass
 
 
+# Only the command an intent records runs, under that intent's proof of authorship.
+_MISMATCH = "a step runs exactly the command its intent records; `git wal log` shows it"
+
+
 def run_check(command: str, wt: Worktree, intent: Intent, hold: int | None = None,
               timeout: float | None = None) -> CheckResult:
     """Run a verification command in the tree; exit 0 means it passed.
@@ -103,7 +107,7 @@ def run_check(command: str, wt: Worktree, intent: Intent, hold: int | None = Non
     past it the check's whole process group is killed and the check fails."""
     if command != intent.check:
         raise ForeignCommand(f"run {intent.run} LSN {intent.lsn}: the check {command!r} "
-                             "is not the one the intent records; it was not run")
+                             "is not the one the intent records; it was not run", _MISMATCH)
     require(wt.repo, intent, "check", command)
     limit = command_timeout(wt, timeout)
     proc = subprocess.Popen(
@@ -153,7 +157,7 @@ def run_command(argv: Sequence[str], wt: Worktree, intent: Intent, hold: int,
     ForeignCommand otherwise). ``timeout`` as for :func:`run_check`."""
     if list(argv) != intent.args.get("argv") or intent.tool != "exec":
         raise ForeignCommand(f"run {intent.run} LSN {intent.lsn}: the command {list(argv)!r} "
-                             "is not the one the intent records; it was not run")
+                             "is not the one the intent records; it was not run", _MISMATCH)
     require(wt.repo, intent, "command", " ".join(argv))
     limit = command_timeout(wt, timeout)
     try:
