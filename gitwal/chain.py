@@ -13,7 +13,7 @@ import pygit2
 
 from .errors import CorruptLog, UnknownRun
 from .ids import CommitId, RunId
-from .records import Checkpoint, Plan, Record, decode
+from .records import Abort, Checkpoint, Commit, Intent, Plan, Record, decode, type_name
 
 REF_PREFIX = "refs/wal/"
 LSN_DIGITS = 12
@@ -141,7 +141,27 @@ class Chain:
                     "(a record is missing, duplicated or out of order)",
                     "the chain was rewritten outside gitwal; do not resume from it",
                 )
+        self._check_closings([rec for rec, _ in out])
         return out
+
+    def _check_closings(self, records: list[Record]) -> None:
+        """Every commit/abort closes an earlier intent of the records read, once.
+
+        Readers fold the chain into "intent -> its closing"; a closing that
+        names the plan, a checkpoint, itself, a later LSN or an intent closed
+        already would make that fold lie (or fail), so it is refused here."""
+        open_: set[int] = set()
+        for rec in records:
+            if isinstance(rec, Intent):
+                open_.add(rec.lsn)
+            elif isinstance(rec, (Commit, Abort)):
+                if rec.intent not in open_:
+                    raise CorruptLog(
+                        f"log {self.ref_name} LSN {rec.lsn}: the {type_name(rec)} closes "
+                        f"LSN {rec.intent}, which is not an earlier open intent of the log",
+                        UNTRUSTED,
+                    )
+                open_.discard(rec.intent)
 
     def head_records(self, head: CommitId) -> list[Record]:
         """The records of the head append alone (cheap: one commit, one tree)."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import pygit2
 
+from .authorship import attach
 from .durable import crash_point
 from .effects import run_check
 from .errors import WalError
@@ -145,8 +146,10 @@ def checkpoint(run: Run, message: str | None = None, check: str | None = None,
             )
         lsn = Lsn(records[-1].lsn + 1)
         if check:
-            probe = Intent(run.id, lsn, "checkpoint", {}, (".",), (snap,), None, (0,),
-                           "unsafe", f"{run.id}:{lsn}", check)
+            # Never logged: it carries the user's --check to run_check, which runs
+            # only commands with this clone's proof of authorship.
+            probe = attach(repo, Intent(run.id, lsn, "checkpoint", {}, (".",), (snap,), None,
+                                        (0,), "unsafe", f"{run.id}:{lsn}", check))
             result = run_check(check, wt, probe)
             if not result.ok:
                 raise CheckpointRefused(f"check failed: {check}",

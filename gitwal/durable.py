@@ -244,3 +244,29 @@ def _torn_write_at(dir_fd: int, name: str, data: bytes) -> NoReturn:
     finally:
         os.close(fd)
     die()
+
+
+def create_once(path: Path, data: bytes, mode: int = 0o600) -> bool:
+    """Create ``path`` durably with ``data`` unless it exists; True if this call made it.
+
+    The content is complete and synced before the name appears (hard link of
+    a synced temp file), so a reader never sees a partial file, and of two
+    racing creators exactly one wins."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.walt")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fchmod(fd, mode & 0o7777)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
+    fsync_dir(path.parent)
+    return True

@@ -9,6 +9,7 @@ is the normative description of these fields.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,23 @@ from .ids import ABSENT, Lsn, RunId, is_object_id
 FORMAT_VERSION = 1
 REPLAY_SAFE = "safe"
 REPLAY_UNSAFE = "unsafe"
+MAX_DEPTH = 32  # JSON nesting a record may have; gitwal's own records need 4
+
+# What a record may name (docs/format.md "Validation"). A log is data: these
+# checks are what keeps a forged or fetched record from steering a reader
+# outside the working tree, into .git, or to a symlink or a tool it never ran.
+FILE_TOOLS = ("write_file", "replace_symbol", "replace_text", "ensure_line",
+              "delete_file", "move_file")
+PATH_ARGS = {"write_file": ("path",), "replace_symbol": ("path",),
+             "replace_text": ("path",), "ensure_line": ("path",),
+             "delete_file": ("path",), "move_file": ("src", "dst")}
+MULTI_FILE_TOOL = "write_files"  # an agent hook's multi-file end state (args.paths)
+EXEC_TOOL = "exec"
+KNOWN_TOOLS = frozenset((*FILE_TOOLS, MULTI_FILE_TOOL, EXEC_TOOL))
+FILE_MODES = (0o100644, 0o100755)  # a file tool's pre mode when the pre-image exists
+EXEC_MODE = 0o040000
+_AUTH_LEN = 64  # hex digits of an HMAC-SHA256
+_HEX64 = re.compile(rf"[0-9a-f]{{{_AUTH_LEN}}}")
 
 
 @dataclass(frozen=True)
@@ -48,6 +66,10 @@ class Intent:
     key: str  # idempotency key "<run>:<lsn>"
     check: str | None = None
     step: int | None = None  # the plan step (1-based) this intent carries out
+    # HMAC-SHA256 of the intent without it, keyed by this clone's secret
+    # (authorship.py): present on an intent that carries a command. Encoded
+    # only when present, so a log without it keeps its bytes.
+    auth: str | None = None
 
 
 @dataclass(frozen=True)
@@ -146,7 +168,7 @@ def type_name(record: Record) -> str:
 
 # Fields added to the format after version 1 shipped: encoded only when they
 # carry something, so records without them stay byte-identical (and canonical).
-OPTIONAL_FIELDS = frozenset({"saved"})
+OPTIONAL_FIELDS = frozenset({"saved", "auth"})
 
 
 def to_dict(record: Record) -> dict[str, Any]:
@@ -177,8 +199,13 @@ def decode(data: bytes, where: str) -> Record:
         raw = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         raise _corrupt(where, f"not valid UTF-8 JSON ({e})") from None
+    except RecursionError:
+        raise _corrupt(where, "JSON nested too deeply") from None
     if not isinstance(raw, dict):
         raise _corrupt(where, "not a JSON object")
+    if _too_deep(raw):
+        # Every later reader (printing, hashing, --json) recurses over it too.
+        raise _corrupt(where, f"JSON nested more than {MAX_DEPTH} levels deep")
     version = raw.get("v")
     if type(version) is not int or version != FORMAT_VERSION:
         raise CorruptLog(
@@ -198,8 +225,90 @@ def decode(data: bytes, where: str) -> Record:
     try:
         record = _build(cls, body)
     except (TypeError, ValueError) as e:
-        raise _corrupt(where, str(e)) from None
+        raise _corrupt(where, f"{kind} LSN {body.get('lsn')!r}: {e}") from None
     return record
+
+
+def _too_deep(value: Any) -> bool:
+    """True when ``value`` nests lists/objects more than MAX_DEPTH deep (no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return True
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return False
+
+
+def path_problem(path: object) -> str:
+    """Why ``path`` is not a normalised tree-relative POSIX path ("" when it is).
+
+    The same rules as Worktree.confine, without the file system: a reader can
+    refuse a record before anything looks at the tree."""
+    if not isinstance(path, str):
+        return f"path {path!r} is not a string"
+    if not path or "\0" in path:
+        return f"path {path!r} is empty or contains NUL"
+    if path.startswith("/"):
+        return f"path {path!r} is absolute"
+    if "\\" in path:
+        return f"path {path!r} contains a backslash"
+    for part in path.split("/"):
+        if part in ("", ".", ".."):
+            return f"path {path!r} has an empty, '.' or '..' component"
+        if part.lower() == ".git":
+            return f"path {path!r} goes through .git"
+    return ""
+
+
+def _paths(name: str, values: Any, non_empty: bool = False,
+           distinct: bool = False) -> tuple[str, ...]:
+    if not isinstance(values, list) or (non_empty and not values):
+        raise ValueError(f"{name} must be a {'non-empty ' if non_empty else ''}list of paths")
+    for p in values:
+        if why := path_problem(p):
+            raise ValueError(f"{name}: {why}")
+    if distinct and len(set(values)) != len(values):
+        raise ValueError(f"{name} names a path twice")
+    return tuple(values)
+
+
+def _check_intent(tool: str, args: dict[str, Any], target: tuple[str, ...],
+                  pre: tuple[str, ...], mode: tuple[int, ...]) -> None:
+    """What an intent may ask of a reader: a known tool, on confined paths."""
+    if tool not in KNOWN_TOOLS:
+        raise ValueError(f"unknown tool {tool!r}")
+    if tool == EXEC_TOOL:
+        if target != (".",) or mode != (EXEC_MODE,):
+            raise ValueError("an exec intent's target must be ['.'] and its mode [16384]")
+        argv = args.get("argv")
+        if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+            raise ValueError("an exec intent's args.argv must be a non-empty list of strings")
+        cwd = args.get("cwd")
+        if cwd is not None and cwd != "" and (why := path_problem(cwd)):
+            raise ValueError(f"args.cwd: {why}")
+        if "watch" in args:  # pathspecs for git add -f: confined like targets
+            _paths("args.watch", args["watch"], non_empty=True)
+        return
+    _paths("target", list(target), non_empty=True, distinct=True)
+    if tool == MULTI_FILE_TOOL:
+        named = _paths("args.paths", args.get("paths"), non_empty=True)
+    else:
+        values = [args.get(n) for n in PATH_ARGS[tool]]
+        for p in values:
+            if why := path_problem(p):
+                raise ValueError(f"path argument: {why}")
+        named = tuple(str(p) for p in values)
+    if named != target:
+        raise ValueError(f"target {list(target)} is not the path arguments {list(named)}")
+    for path, pre_id, m in zip(target, pre, mode, strict=True):
+        if (pre_id == ABSENT) != (m == 0) or (m != 0 and m not in FILE_MODES):
+            raise ValueError(f"{path}: mode {m:o} with pre {pre_id!r} (a file tool's mode "
+                             "is 0 exactly when the pre-image is absent, else 100644 or "
+                             "100755)")
 
 
 def _build(cls: type[Record], body: dict[str, Any]) -> Record:
@@ -250,9 +359,14 @@ def _build(cls: type[Record], body: dict[str, Any]) -> Record:
         step = body.get("step")
         if step is not None and (not isinstance(step, int) or isinstance(step, bool)):
             raise ValueError("step must be an integer or null")
+        auth = body.get("auth")  # absent, never null: it is written only when present
+        if "auth" in body and not (isinstance(auth, str) and _HEX64.fullmatch(auth)):
+            raise ValueError(f"auth must be {_AUTH_LEN} lowercase hex digits")
+        args = req("args", dict)
+        _check_intent(tool, args, target, pre, mode)
         return Intent(
-            run, lsn, tool, req("args", dict), target, pre, post, mode,
-            replay, req("key", str), check, step,
+            run, lsn, tool, args, target, pre, post, mode,
+            replay, req("key", str), check, step, auth,
         )
     if cls is Commit:
         recovered = body.get("recovered", False)
@@ -266,20 +380,16 @@ def _build(cls: type[Record], body: dict[str, Any]) -> Record:
         if not all(is_object_id(x) for x in (git, tree, plan_blob)):
             raise ValueError("git, tree and plan must be object ids")
         done = req("done_steps", list)
-        unlogged = req("unlogged", list)
-        if not all(type(n) is int for n in done) or not all(
-            isinstance(p, str) for p in unlogged
-        ):
-            raise ValueError("done_steps must be integers and unlogged paths")
+        unlogged = _paths("unlogged", req("unlogged", list))
+        if not all(type(n) is int for n in done):
+            raise ValueError("done_steps must be integers")
         covers, committed = req("covers", int), req("committed", int)
         return Checkpoint(
             run, lsn, git, tree, req("ref", str), covers, plan_blob, committed,
             tuple(done), tuple(unlogged),
         )
     if cls is Unlogged:
-        paths = req("paths", list)
-        if not paths or not all(isinstance(p, str) for p in paths):
-            raise ValueError("paths must be a non-empty list of paths")
+        paths = _paths("paths", req("paths", list), non_empty=True)
         expected, observed = ids("expected"), ids("observed")
         if len(expected) != len(paths) or len(observed) != len(paths):
             raise ValueError("expected and observed must have one entry per path")
@@ -291,9 +401,7 @@ def _build(cls: type[Record], body: dict[str, Any]) -> Record:
         if not (is_object_id(head) and is_object_id(tree)):
             raise ValueError("head and tree must be object ids")
         return Seal(run, lsn, last, head, tree)
-    restored = req("restored", list)
-    if not all(isinstance(p, str) for p in restored):
-        raise ValueError("restored must be paths")
+    restored = _paths("restored", req("restored", list))
     saved = body.get("saved", [])
     if "saved" in body and not saved:
         raise ValueError("saved, when present, must not be empty (canonical form)")
@@ -302,6 +410,7 @@ def _build(cls: type[Record], body: dict[str, Any]) -> Record:
         and is_object_id(s[1]) for s in saved
     ):
         raise ValueError("saved must be [path, object id] pairs")
+    _paths("saved", [s[0] for s in saved if s[0] != "."])
     return Abort(
         run, lsn, Lsn(req("intent", int)), req("reason", str), tuple(restored),
         req("output", str), tuple((p, o) for p, o in saved),

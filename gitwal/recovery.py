@@ -28,6 +28,7 @@ from typing import Any
 import pygit2
 
 from .agent_call import agent_tag
+from .authorship import foreign_command
 from .chain import Chain
 from .durable import crash_point
 from .effects import apply_post, missing_images, restore_pre, run_check, run_command
@@ -222,6 +223,13 @@ class Recovery:
         outcomes: list[Outcome] = []
         removed: list[str] = []
         for intent in open_intents:
+            # -- log trust (docs/security.md): a step whose command this clone
+            # did not write is not decided: deciding may run the command.
+            foreign = foreign_command(self.store.repo, intent)
+            if foreign is not None and not dry_run:
+                outcomes.append(self._foreign(intent, foreign))
+                continue
+            # -- end log trust
             if not dry_run:
                 removed.extend(self._clear_temps(intent))
             outcome = self._decide(intent, dry_run)
@@ -248,6 +256,14 @@ class Recovery:
                 if self.wt.clear_temp(path, tag):
                     out.append(path)
         return out
+
+    def _foreign(self, intent: Intent, command: str) -> Outcome:
+        """Left open, in doubt, nothing written: its command was not written here."""
+        what = "command" if intent.tool == "exec" else "check"
+        return self._outcome(
+            intent, IN_DOUBT, "left-open",
+            f"its {what} {command!r} was not written in this clone (a fetched or forged "
+            "log); it was not run and nothing was changed", open_=True)
 
     def _outcome(self, intent: Intent, outcome: str, action: str, detail: str,
                  changed: tuple[str, ...] = (), open_: bool = False,
@@ -500,13 +516,14 @@ class Recovery:
 
     def _redo_exec(self, intent: Intent, pre_tree: TreeId, outcome: str) -> Outcome:
         with self.store.command_lock(intent.lsn) as hold:
-            code = run_command(intent.args["argv"], self.wt, intent, hold)
+            ran = run_command(intent.args["argv"], self.wt, intent, hold)
             post = self.wt.snapshot(self.store.run, watched_paths(intent))
-            ok = code == 0
+            ok, failure = ran.ok, ran.failure
             output = ""
             if ok and intent.check:
                 result = run_check(intent.check, self.wt, intent, hold)
                 ok, output = result.ok, result.output
+                failure = result.failure
         if ok:
             self._append(Commit(self.store.run, self.next_lsn, intent.lsn, (post,),
                                 "exit 0 (redone by recovery)", True),
@@ -515,12 +532,12 @@ class Recovery:
         changed = self.wt.changed_paths(pre_tree, post)
         plan, _moved = restore_plan(self.wt, post, changed)
         self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
-                           f"recovery: redo failed (exit {code})", tuple(plan), output,
+                           f"recovery: redo failed ({failure})", tuple(plan), output,
                            saved=((".", post),) if plan else ()),
                      [Ref(post, is_tree=True)])
         undo = restore_tree(self.wt, pre_tree, post, plan, f"r{intent.lsn}")
         return self._outcome(intent, outcome, "aborted",
-                             f"{outcome}; redo failed (exit {code}), {len(undo.restored)} "
+                             f"{outcome}; redo failed ({failure}), {len(undo.restored)} "
                              "changed path(s) restored")
 
 

@@ -16,8 +16,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import tools
+from .authorship import attach
 from .durable import crash_point
-from .effects import apply_post, restore_pre, run_check, run_command
+from .effects import (
+    CommandResult,
+    apply_post,
+    command_timeout,
+    restore_pre,
+    run_check,
+    run_command,
+)
 from .errors import RunBusy, StepFailed, ToolRefused
 from .ids import ABSENT, CommitId, Lsn, RunId, TreeId
 from .overwrite import Kept, bring_back_tree, describe, restore_plan, restore_tree
@@ -76,10 +84,14 @@ class Run:
     # -- file tools --------------------------------------------------------
 
     def apply(
-        self, tool: str, check: str | None = None, step: int | None = None, **args: Any
+        self, tool: str, check: str | None = None, step: int | None = None,
+        timeout: float | None = None, **args: Any
     ) -> StepResult:
-        """Run one end-state tool as a logged step; raises StepFailed on abort."""
+        """Run one end-state tool as a logged step; raises StepFailed on abort.
+
+        ``timeout``: seconds the check may run (default: wal.commandTimeout)."""
         spec = tools.get(tool)
+        timeout = command_timeout(self.wt, timeout)  # a bad setting fails before the intent
         for name in spec.path_args:
             if not isinstance(args.get(name), str):
                 raise ToolRefused(f"{tool}: argument {name!r} must be a path")
@@ -111,11 +123,13 @@ class Run:
             if tool == "write_file":
                 # The content is the post-image blob; the record names it.
                 logged["content"] = post_ids[0]
-            intent = Intent(
+            # attach: the record as Store.append writes it, with its proof that
+            # this clone wrote the check (effects.run_check runs no other).
+            intent = attach(self.store.repo, Intent(
                 run=self.id, lsn=lsn, tool=tool, args=logged, target=tuple(paths),
                 pre=tuple(pre_ids), post=tuple(post_ids), mode=tuple(pre_modes),
                 replay=REPLAY_SAFE, key=f"{self.id}:{lsn}", check=check, step=step,
-            )
+            ))
             head = self.store.append([intent], sorted(refs, key=lambda r: r.oid), head)
             crash_point("after-intent")
             try:
@@ -140,9 +154,10 @@ class Run:
                 raise StepFailed(f"LSN {intent.lsn} {tool} aborted: {why}; nothing of "
                                  "theirs was overwritten", "read the file again and retry")
             crash_point("after-apply")
-            return self._verify_and_close(intent, head)
+            return self._verify_and_close(intent, head, timeout)
 
-    def _verify_and_close(self, intent: Intent, head: CommitId) -> StepResult:
+    def _verify_and_close(self, intent: Intent, head: CommitId,
+                          timeout: float | None = None) -> StepResult:
         assert intent.post is not None
         observed = tuple(self.wt.state(p) for p in intent.target)
         problem = ""
@@ -150,9 +165,9 @@ class Run:
         if observed != intent.post:
             problem = "post-image hash mismatch after write"
         elif intent.check:
-            result = run_check(intent.check, self.wt, intent)
+            result = run_check(intent.check, self.wt, intent, timeout=timeout)
             if not result.ok:
-                problem, output = f"check failed: {intent.check}", result.output
+                problem, output = result.failure, result.output
         crash_point("after-verify")
         if problem:
             # Only what this step wrote goes back: a path someone changed
@@ -183,14 +198,18 @@ class Run:
         idempotent: bool = False,
         step: int | None = None,
         watch: Sequence[str] = (),
+        timeout: float | None = None,
     ) -> StepResult:
         """Run a command whose effect is unknown in advance, as a logged step.
 
         ``watch``: paths whose ignored files the snapshots include too, so a
-        command that changes only those is seen (recorded in the intent)."""
+        command that changes only those is seen (recorded in the intent).
+        ``timeout``: seconds the command, and then the check, may each run
+        (default: wal.commandTimeout); past it its process group is killed."""
         if not argv:
             raise ToolRefused("exec: no command given", "git wal exec -- CMD ARG...")
         watched = sorted({self.wt.confine_any(w) for w in watch})
+        timeout = command_timeout(self.wt, timeout)  # a bad setting fails before the intent
         with self.store.locked():
             head, lsn = self._next()
             pre_tree = self.wt.snapshot(self.id, watched)
@@ -198,34 +217,35 @@ class Run:
             args: dict[str, Any] = {"argv": list(argv)}
             if watched:
                 args["watch"] = watched
-            intent = Intent(
+            intent = attach(self.store.repo, Intent(
                 run=self.id, lsn=lsn, tool="exec", args=args,
                 target=(".",), pre=(pre_tree,), post=None, mode=(MODE_TREE,),
                 replay=REPLAY_SAFE if idempotent else REPLAY_UNSAFE,
                 key=f"{self.id}:{lsn}", check=check, step=step,
-            )
+            ))
             head = self.store.append([intent], [Ref(pre_tree, is_tree=True)], head)
             crash_point("after-intent")
             try:
                 with self.store.command_lock(lsn) as hold:
-                    code = run_command(argv, self.wt, intent, hold)
+                    ran = run_command(argv, self.wt, intent, hold, timeout)
                     crash_point("after-exec")
-                    result = self._close_exec(intent, head, code, hold)
+                    result = self._close_exec(intent, head, ran, hold, timeout)
             except StepFailed:
                 self.store.clear_command_lock(lsn)  # closed by an abort record
                 raise
             self.store.clear_command_lock(lsn)
             return result
 
-    def _close_exec(self, intent: Intent, head: CommitId, code: int, hold: int) -> StepResult:
+    def _close_exec(self, intent: Intent, head: CommitId, ran: CommandResult, hold: int,
+                    timeout: float | None = None) -> StepResult:
         post_tree = self.wt.snapshot(self.id, watched_paths(intent))
         problem, output = "", ""
-        if code != 0:
-            problem = f"command exited with status {code}"
+        if not ran.ok:
+            problem = ran.failure
         elif intent.check:
-            result = run_check(intent.check, self.wt, intent, hold)
+            result = run_check(intent.check, self.wt, intent, hold, timeout)
             if not result.ok:
-                problem, output = f"check failed: {intent.check}", result.output
+                problem, output = result.failure, result.output
         crash_point("after-verify")
         pre_tree = TreeId(intent.pre[0])
         if problem:

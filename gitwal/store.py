@@ -28,11 +28,12 @@ from typing import TYPE_CHECKING, Literal
 
 import pygit2
 
+from .authorship import attach
 from .chain import REF_PREFIX, Chain, common_dir
 from .durable import crash_point, fsync_dir, makedirs_durable
 from .errors import CorruptLog, RunBusy, WalError
 from .ids import CommitId, Lsn, RunId
-from .records import Record, Seal, encode, summary
+from .records import Intent, Record, Seal, encode, summary
 
 if TYPE_CHECKING:
     from .keys import SigningKey
@@ -175,6 +176,9 @@ class Store(Chain):
         """
         if expect is not None:
             self._refuse_after_seal(expect)
+        # Every intent that carries a command gets this clone's proof that the
+        # local user wrote it; only such commands are ever run (authorship.py).
+        records = [attach(self.repo, r) if isinstance(r, Intent) else r for r in records]
         tb = self.repo.TreeBuilder()
         for rec in records:
             blob = self.put_blob(encode(rec))

@@ -15,6 +15,10 @@ RUN = click.option("--run", "run_id", metavar="ID", help="Run id (default: the c
 CHECK = click.option("--check", metavar="CMD",
                      help="Verification command; the step commits only if it exits 0.")
 JSON = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+TIMEOUT = click.option(
+    "--timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+    help="Kill the command or check (its whole process group) after SECONDS and "
+         "abort the step (default: git config wal.commandTimeout, else no limit).")
 STEP = click.option("--step", "step", type=click.IntRange(min=1), metavar="N",
                     help="The plan step (1-based) this step carries out.")
 
@@ -47,19 +51,22 @@ def _report(result: StepResult, as_json: bool) -> None:
 @main.group()
 @RUN
 @CHECK
+@TIMEOUT
 @STEP
 @JSON
 @click.pass_context
-def apply(ctx: click.Context, run_id: str | None, check: str | None, step: int | None,
-          as_json: bool) -> None:
+def apply(ctx: click.Context, run_id: str | None, check: str | None, timeout: float | None,
+          step: int | None, as_json: bool) -> None:
     """Apply one end-state tool as a logged, verified step."""
-    ctx.obj = {"run": run_id, "check": check, "step": step, "json": as_json}
+    ctx.obj = {"run": run_id, "check": check, "timeout": timeout, "step": step,
+               "json": as_json}
 
 
 def _apply(ctx: click.Context, tool: str, **args: Any) -> None:
     opts = ctx.obj
     run = Wal(".").run(opts["run"])
-    _report(run.apply(tool, check=opts["check"], step=opts["step"], **args), opts["json"])
+    _report(run.apply(tool, check=opts["check"], step=opts["step"], timeout=opts["timeout"],
+                      **args), opts["json"])
 
 
 @apply.command("write-file")
@@ -132,6 +139,7 @@ def move_file(ctx: click.Context, src: str, dst: str) -> None:
 @main.command("exec", context_settings={"ignore_unknown_options": True})
 @RUN
 @CHECK
+@TIMEOUT
 @click.option("--idempotent", is_flag=True,
               help="Declare the command safe to run again (recovery may redo it).")
 @STEP
@@ -141,9 +149,10 @@ def move_file(ctx: click.Context, src: str, dst: str) -> None:
 @JSON
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
 @handled
-def exec_(run_id: str | None, check: str | None, idempotent: bool, step: int | None,
-          watch: tuple[str, ...], as_json: bool, argv: tuple[str, ...]) -> None:
+def exec_(run_id: str | None, check: str | None, timeout: float | None, idempotent: bool,
+          step: int | None, watch: tuple[str, ...], as_json: bool,
+          argv: tuple[str, ...]) -> None:
     """Run a shell command as a logged step (snapshots before and after)."""
     run = Wal(".").run(run_id)
     _report(run.exec(list(argv), check=check, idempotent=idempotent, step=step,
-                     watch=watch), as_json)
+                     timeout=timeout, watch=watch), as_json)
