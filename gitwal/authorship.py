@@ -3,8 +3,9 @@
 An intent's ``check`` and an exec intent's ``argv`` are commands. A log is
 data (docs/security.md): it may have been fetched, appended to by another
 clone, or written by hand with git plumbing. So gitwal runs a command read
-from a record only when this clone wrote that record: :func:`attach` gives
-every intent that carries a command an ``auth`` field, an HMAC-SHA256 of its
+from a record (and writes the images a record names into the tree) only
+when this clone wrote that record: :func:`attach` gives
+every intent an ``auth`` field, an HMAC-SHA256 of its
 canonical bytes without ``auth``, keyed by a secret of this clone;
 :func:`require` is the gate in front of every command gitwal runs
 (effects.run_check, effects.run_command).
@@ -90,9 +91,9 @@ def _mac(secret: bytes, intent: Intent) -> str:
 
 
 def attach(repo: pygit2.Repository, intent: Intent) -> Intent:
-    """``intent`` with this clone's proof of authorship (none if it carries no command)."""
-    if not carries_command(intent):
-        return intent if intent.auth is None else replace(intent, auth=None)
+    """``intent`` with this clone's proof of authorship. Every intent gets
+    one: recovery runs the command of, and writes the images of, only the
+    intents this clone wrote."""
     secret = _secret(repo, create=True)
     assert secret is not None
     return replace(intent, auth=_mac(secret, intent))

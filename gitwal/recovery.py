@@ -28,7 +28,7 @@ from typing import Any
 import pygit2
 
 from .agent_call import agent_tag
-from .authorship import foreign_command
+from .authorship import foreign_command, written_here
 from .chain import Chain
 from .durable import crash_point
 from .effects import apply_post, missing_images, restore_pre, run_check, run_command
@@ -232,7 +232,10 @@ class Recovery:
             # -- end log trust
             if not dry_run:
                 removed.extend(self._clear_temps(intent))
-            outcome = self._decide(intent, dry_run)
+            if dry_run or written_here(self.store.repo, intent):
+                outcome = self._decide(intent, dry_run)
+            else:
+                outcome = self._decide_unwritten(intent)
             outcomes.append(outcome)
             if intent.tool == "exec" and not dry_run and not outcome.open:
                 self.store.clear_command_lock(intent.lsn)
@@ -312,6 +315,25 @@ class Recovery:
                            f"recovery: {detail}; not redone", restored))
         return self._outcome(intent, outcome, "aborted",
                              detail + ("" if others else "; redo it"))
+
+    def _decide_unwritten(self, intent: Intent) -> Outcome:
+        """An intent this clone did not write (fetched, from another clone, an
+        older gitwal, or forged): decided by hash, but none of its images is
+        written into the tree, and nothing of it is run."""
+        seen = self._decide(intent, dry_run=True)
+        if seen.outcome == APPLIED and intent.tool != "exec":
+            return self._commit_found(intent, APPLIED, "applied; commit was missing",
+                                      "committed")
+        if seen.outcome == NOT_APPLIED:
+            self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
+                               "recovery: not applied; not redone (not written in this "
+                               "clone)", ()))
+            return self._outcome(intent, NOT_APPLIED, "aborted", seen.detail + "; redo it")
+        return self._outcome(
+            intent, IN_DOUBT, "left-open",
+            f"{seen.detail}; this step was not written in this clone (a fetched, older or "
+            "forged log): gitwal writes none of its images into the tree", seen.changed,
+            True)
 
     def _kind(self, intent: Intent, i: int, state: str) -> str:
         """Whose bytes target ``i`` holds: the step's own (pre, post, a torn

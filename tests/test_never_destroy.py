@@ -239,3 +239,27 @@ def test_watch_makes_an_ignored_change_visible(repo: Path) -> None:
     intent = next(r for r in rows if r["lsn"] == last["intent"])
     assert "watch" not in intent["args"]
     assert git(repo, "ls-tree", "-r", "--name-only", last["post"][0]).count("build/") == 0
+
+
+def test_images_of_an_intent_not_written_here_are_never_written(repo: Path) -> None:
+    """A log this clone did not write (fetched, forged, or from before its secret)
+    is decided by hash only: recovery writes none of its images into the tree."""
+    (repo / "big.txt").write_text("x" * 5000)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "big")
+    ok(repo, "begin")
+    crash(repo, "mid-write", "apply", "write-file", "big.txt", "--from", "-",
+          input=b"y" * 4000)
+    (repo / ".git" / "wal" / "secret").unlink()  # this clone no longer vouches for it
+    for flags in ([], ["--restore"], ["--redo", "--restore"]):
+        code, report = recover(repo, *flags)
+        [o] = report["intents"]
+        assert code == 3 and o["open"] and "not written in this clone" in o["detail"]
+        assert (repo / "big.txt").read_bytes() == b"y" * 2000
+    ok(repo, "begin")
+    crash(repo, "after-intent", "apply", "write-file", "README", "--from", "-",
+          input=b"forged?\n")
+    (repo / ".git" / "wal" / "secret").unlink()
+    code, report = recover(repo, "--redo")
+    assert code == 0 and report["intents"][0]["action"] == "aborted"
+    assert (repo / "README").read_text() == "hello\n"  # not redone from its image
