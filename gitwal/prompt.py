@@ -9,20 +9,62 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, Any
 
+from .display import safe
+
 if TYPE_CHECKING:
     from .records import Intent
     from .recovery import Outcome, Report
 
 
-def redo_command(tool: str, args: dict[str, Any], step: int | None = None) -> str:
-    """The `git wal` command line that performs the step again."""
-    q = shlex.quote
-    opt = f" --step {step}" if step is not None else ""
+_NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def quote(arg: str) -> str:
+    """One shell word for ``arg``, always on one line.
+
+    ``shlex.quote`` keeps a newline inside its quotes, so a hostile file name
+    would split the prompt's Action line; a word with anything unprintable is
+    written in ANSI-C quoting (``$'...'``, bash and zsh), bytes that are not
+    UTF-8 as ``\\xNN``, so the command still names the exact file.
+    """
+    if arg.isprintable():
+        return shlex.quote(arg)
+    out = []
+    for ch in arg:
+        o = ord(ch)
+        if 0xDC80 <= o <= 0xDCFF:  # an undecodable byte (surrogateescape)
+            out.append(f"\\x{o - 0xDC00:02x}")
+        elif ch in _NAMED:
+            out.append(_NAMED[ch])
+        elif ch in "\\'":
+            out.append("\\" + ch)
+        elif ch.isprintable():
+            out.append(ch)
+        else:
+            out.extend(f"\\x{b:02x}" for b in ch.encode("utf-8", "surrogatepass"))
+    return "$'" + "".join(out) + "'"
+
+
+def text(value: object) -> str:
+    """A string from the log as prompt text: one line, no control characters."""
+    return safe(str(value))
+
+
+def redo_command(tool: str, args: dict[str, Any], step: int | None = None,
+                 run: str | None = None) -> str:
+    """The `git wal` command line that performs the step again.
+
+    ``run``: name the run (``--run``); needed whenever it is not the current
+    run of the worktree the command will run in, harmless when it is.
+    """
+    q = quote
+    opt = (f" --run {q(run)}" if run is not None else "") + (
+        f" --step {step}" if step is not None else "")
     if tool == "exec":
-        return f"git wal exec{opt} -- " + " ".join(q(a) for a in args.get("argv", []))
+        return f"git wal exec{opt} -- " + " ".join(q(str(a)) for a in args.get("argv", []))
     apply = f"git wal apply{opt}"
     if tool == "write_file":
-        return (f"git cat-file blob {args['content']} | "
+        return (f"git cat-file blob {q(str(args['content']))} | "
                 f"{apply} write-file {q(args['path'])} --from -")
     if tool == "replace_symbol":
         return f"{apply} replace-symbol {q(args['path'])} {q(args['old'])} {q(args['new'])}"
@@ -38,10 +80,10 @@ def redo_command(tool: str, args: dict[str, Any], step: int | None = None) -> st
     if tool == "write_files":  # an agent's multi-file call: one command per path
         return " && ".join(
             f"{apply} delete-file {q(path)}" if content == "absent" else
-            f"git cat-file blob {content} | {apply} write-file {q(path)} --from -"
+            f"git cat-file blob {q(str(content))} | {apply} write-file {q(path)} --from -"
             for path, content in zip(args.get("paths", []), args.get("contents", []),
                                      strict=False))
-    return f"{tool} {args}"
+    return text(f"{tool} {args}")
 
 
 AGENT_ARG = "agent"  # agent_call.AGENT_ARG (not imported: it would load pygit2)
@@ -56,19 +98,25 @@ def agent_tool(args: dict[str, Any]) -> str | None:
 
 def _command(args: dict[str, Any]) -> str:
     argv = args.get("argv", [])
-    return str(argv[-1] if argv else "")[:120]
+    return text(str(argv[-1] if argv else "")[:120])
+
+
+def _paths(paths: Any) -> str:
+    return ", ".join(text(p) for p in paths)
 
 
 def describe(tool: str, args: dict[str, Any], target: tuple[str, ...]) -> str:
+    """A one-line description of a step; every string from the log is escaped."""
     if (own := agent_tool(args)) is not None:
         if tool == "exec":
-            return f"{own}: {_command(args)}"
-        return f"{own} {', '.join(target)}"
+            return f"{text(own)}: {_command(args)}"
+        return f"{text(own)} {_paths(target)}"
     if tool == "replace_symbol" and "old" in args:
-        return f"replace_symbol {target[0]}: {args['old']} -> {args['new']}"
+        return (f"replace_symbol {text(target[0])}: {text(args['old'])} -> "
+                f"{text(args['new'])}")
     if tool == "exec":
-        return "exec " + " ".join(shlex.quote(a) for a in args.get("argv", []))
-    return f"{tool} {' -> '.join(target)}"
+        return "exec " + " ".join(quote(str(a)) for a in args.get("argv", []))
+    return f"{text(tool)} {' -> '.join(text(t) for t in target)}"
 
 
 def remaining_steps(report: Report) -> list[tuple[int, str]]:
@@ -91,12 +139,15 @@ def redo_agent(o: Outcome) -> str:
     A ``git wal`` command run through the agent's shell tool would fail: that
     call's hook opens an intent of its own on the same run first.
     """
-    own = agent_tool(o.args) or o.tool
+    own = text(agent_tool(o.args) or o.tool)
     what = f"LSN {o.lsn} ({describe(o.tool, o.args, o.target)})"
     if o.tool == "exec":
-        return (f"{what} did not run: run that command again with your {own} tool if it is "
+        how = ("was undone by `git wal recover --restore`" if o.action == "restored"
+               else "did not run")
+        return (f"{what} {how}: run that command again with your {own} tool if it is "
                 "still needed")
-    shown = [f"`git cat-file blob {c}` shows {p}" for p, c in _posts(o) if c != "absent"]
+    shown = [f"`git cat-file blob {quote(c)}` shows {text(p)}" for p, c in _posts(o)
+             if c != "absent"]
     return (f"{what} did not land: make that change again with your {own} tool"
             + (f" (the intended result: {'; '.join(shown)})" if shown else ""))
 
@@ -121,11 +172,14 @@ def _decide_agent(report: Report, o: Outcome) -> str:
 
 def render(report: Report) -> str:
     plan = report.plan
-    where = f"base {plan.base[:12]}" + (f" on branch {plan.branch}" if plan.branch else "")
-    lines = [f"Task: {plan.task or '(no task text)'} (run {report.run}, plan LSN 1, {where})."]
+    where = f"base {text(plan.base[:12])}" + (
+        f" on branch {text(plan.branch)}" if plan.branch else "")
+    lines = [f"Task: {text(plan.task or '(no task text)')} (run {text(report.run)}, plan LSN 1, "
+             f"{where})."]
     cp = report.checkpoint
     if cp:
-        lines.append(f"Checkpoint: LSN {cp.lsn}, commit {cp.git[:12]} ({cp.ref}) holds every "
+        lines.append(f"Checkpoint: LSN {cp.lsn}, commit {text(cp.git[:12])} ({text(cp.ref)}) "
+                     "holds every "
                      f"step through LSN {cp.covers}.")
     if report.committed:
         last = report.committed[-1]
@@ -139,15 +193,16 @@ def render(report: Report) -> str:
     redo: list[Outcome] = []
     for o in report.outcomes:
         lines.append(f"LSN {o.lsn} ({describe(o.tool, o.args, o.target)}) was intended, "
-                     f"not committed. Found: {o.detail}.")
+                     f"not committed. Found: {text(o.detail)}.")
         if o.open:
-            lines.append("  Changed paths: " + ", ".join(o.changed[:20])
+            lines.append("  Changed paths: " + _paths(o.changed[:20])
                          + (f" and {len(o.changed) - 20} more" if len(o.changed) > 20 else ""))
-        elif o.action == "aborted":
-            redo.append(o)
+        elif o.action in ("aborted", "restored"):
+            redo.append(o)  # not applied, or undone: the step has still to be done
     for d in report.drift:
-        lines.append(f"Drift: {d.path} changed after LSN {d.lsn} committed it "
-                     f"(expected {d.expected[:12]}, found {d.actual[:12]}); left as it is.")
+        lines.append(f"Drift: {text(d.path)} changed after LSN {d.lsn} committed it "
+                     f"(expected {text(d.expected[:12])}, found {text(d.actual[:12])}); left "
+                     "as it is.")
     if report.cleared_lock:
         lines.append("A stale ref lock from the interrupted process was cleared.")
     rest = remaining_steps(report)
@@ -165,16 +220,17 @@ def render(report: Report) -> str:
     elif redo:
         action = "Action: " + "; then ".join(
             redo_agent(o) if agent_tool(o.args) is not None else
-            f"redo LSN {o.lsn} with `{redo_command(o.tool, o.args, o.step)}`" for o in redo
+            f"redo LSN {o.lsn} with `{redo_command(o.tool, o.args, o.step, report.run)}`"
+            for o in redo
         )
         if len(rest) > len(redo):
             nxt = rest[len(redo)]
-            action += f"; then continue with plan step {nxt[0]}: {nxt[1]}"
+            action += f"; then continue with plan step {nxt[0]}: {text(nxt[1])}"
         elif any(agent_tool(o.args) is not None for o in redo):
             action += "; then continue the task"
         action += "."
     elif rest:
-        action = f"Action: continue with plan step {rest[0][0]}: {rest[0][1]}."
+        action = f"Action: continue with plan step {rest[0][0]}: {text(rest[0][1])}."
     elif (done := _last_agent_step(report)) is not None:
         # No plan steps to name the next point: name the last step done, from the log.
         action = (f"Action: continue the task from the step after LSN {done.lsn} "
@@ -184,7 +240,8 @@ def render(report: Report) -> str:
         action = f"Action: continue the task; the next record will be LSN {report.next_lsn}."
     lines.append(action)
     if rest:
-        lines.append("Remaining plan steps: " + "; ".join(f"{i}. {s}" for i, s in rest[:50])
+        lines.append("Remaining plan steps: " + "; ".join(f"{i}. {text(s)}"
+                                                          for i, s in rest[:50])
                      + (f" (and {len(rest) - 50} more)" if len(rest) > 50 else ""))
     return "\n".join(lines)
 

@@ -6,24 +6,100 @@ documented exit code, never a traceback."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
+import time
 from collections.abc import Callable
 from functools import wraps
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 import pygit2
 
+from ..chain import common_dir
+from ..display import safe
 from ..errors import EXIT_ERROR, EXIT_USAGE, WalError
+
+LIVE_PREFIX = "refs/wal/"
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def fail(message: str, hint: str, code: int) -> None:
-    click.echo(f"error: {message}", err=True)
-    if hint:
-        click.echo(f"hint: {hint}", err=True)
+def fail(message: str, hint: str, code: int) -> NoReturn:
+    try:
+        click.echo(f"error: {_safe_lines(message)}", err=True)
+        if hint:
+            click.echo(f"hint: {_safe_lines(hint)}", err=True)
+    except OSError:
+        pass  # stderr is gone too: the exit code is all that is left
     sys.exit(code)
+
+
+def _safe_lines(text: str) -> str:
+    """Each line made safe for a terminal (git's own multi-line stderr stays readable)."""
+    return "\n".join(safe(line) for line in text.split("\n"))
+
+
+def closed_stdout() -> NoReturn:
+    """The reader of our output went away (`git wal log | head -1`): end quietly.
+
+    git's convention: the process dies of SIGPIPE, with no message (the shell
+    reports 141). Whatever the command did is as durable as if it had
+    printed its result.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # nothing left to flush at exit
+    except (OSError, ValueError):
+        pass
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGPIPE)
+    sys.exit(141)
+
+
+def _appended_since(started_ns: int) -> list[str]:
+    """Runs whose live ref moved from ``started_ns`` on: "run R (summary of its head)".
+
+    An append rewrites the loose ref file ``refs/wal/<run>``, so its mtime
+    says when (a packed ref has not moved since it was packed). The kernel
+    stamps files with a clock that may lag ``time.time_ns()`` by a tick, so
+    the caller passes a start a little early: this errs on the side of
+    saying the log changed.
+    """
+    try:
+        found = pygit2.discover_repository(os.getcwd())
+        repo = pygit2.Repository(found) if found else None
+    except (pygit2.GitError, OSError, KeyError):
+        repo = None
+    out: list[str] = []
+    if repo is None:
+        return out
+    try:
+        refs = common_dir(repo) / "refs" / "wal"
+        names = sorted(e.name for e in os.scandir(refs)
+                       if e.is_file() and e.stat().st_mtime_ns >= started_ns)
+    except FileNotFoundError:
+        return out
+    except OSError:
+        return ["a run (the log could not be read to say which)"]
+    for name in names:
+        ref = repo.references.get(LIVE_PREFIX + name)
+        commit = repo.get(ref.target) if ref is not None else None
+        summary = commit.message.strip() if isinstance(commit, pygit2.Commit) else "?"
+        out.append(f"run {name} ({summary})")
+    return out
+
+
+def _hint_after(started: int, otherwise: str) -> str:
+    """The truth about the log after a failure nothing else explained."""
+    new = _appended_since(started)
+    if not new:
+        return otherwise
+    return (f"the log has records written since this command started: {'; '.join(new)}; "
+            "they are durable: `git wal status` shows them, and `git wal recover` decides "
+            "any step left open")
 
 
 def handled(fn: F) -> F:
@@ -31,18 +107,35 @@ def handled(fn: F) -> F:
 
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        started = time.time_ns() - 20_000_000  # 20 ms early: see _appended_since
         try:
             return fn(*args, **kwargs)
         except WalError as e:
             fail(e.message, e.hint, e.exit_code)
+        except BrokenPipeError:
+            closed_stdout()
+        except UnicodeError as e:
+            fail(_unicode_message(e), _hint_after(
+                started, "a file or directory name that is not UTF-8 cannot be logged: "
+                "rename it (`git status` shows it); nothing was changed by the failed "
+                "operation"), EXIT_ERROR)
         except (pygit2.GitError, OSError) as e:
-            fail(str(e) or type(e).__name__,
-                 "nothing was changed by the failed operation; `git wal status` shows "
-                 "the log", EXIT_ERROR)
+            fail(str(e) or type(e).__name__, _hint_after(
+                started, "nothing was changed by the failed operation; `git wal status` "
+                "shows the log"), EXIT_ERROR)
         except KeyboardInterrupt:
             fail("interrupted", "`git wal recover` decides any step left open", 130)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _unicode_message(e: UnicodeError) -> str:
+    if isinstance(e, (UnicodeEncodeError, UnicodeDecodeError)) and isinstance(
+            e.object, (str, bytes)):
+        near = e.object[max(0, e.start - 30):e.end + 30]
+        shown = safe(near if isinstance(near, str) else near.decode("utf-8", "surrogateescape"))
+        return f"a name that is not valid UTF-8 cannot be written to the log (near: {shown})"
+    return f"a name that is not valid UTF-8 cannot be handled: {e}"
 
 
 def emit_json(data: Any) -> None:
@@ -64,6 +157,8 @@ class WalGroup(click.Group):
             fail(e.format_message(), "", e.exit_code)
         except click.Abort:
             fail("aborted", "", EXIT_ERROR)
+        except BrokenPipeError:
+            closed_stdout()
         sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from ..display import safe
 from ..records import Abort, Commit, Intent, Record, to_dict, type_name
 from ..wal import Wal
 from . import emit_json, handled, main
@@ -90,7 +91,9 @@ def log(run_id: str | None, everything: bool, as_json: bool) -> None:
             text = f"sealed after LSN {row['last']} (tree {row['tree'][:12]})"
         else:
             text = f"closes {row['intent']}: {row['reason']}"
-        click.echo(f"{row['lsn']:>6}  {type_name(by_lsn[row['lsn']]):<10} {text}")
+        # Paths, tasks and reasons come from the log (a hostile tree names
+        # files): one record is one line, with no control characters.
+        click.echo(f"{row['lsn']:>6}  {type_name(by_lsn[row['lsn']]):<10} {safe(text)}")
 
 
 @main.command()
@@ -107,7 +110,7 @@ def status(run_id: str | None, as_json: bool) -> None:
                    "checkpoint": st.checkpoint, "unlogged": list(st.unlogged),
                    "prediction_miss": list(st.missed), "sealed": st.sealed})
         return
-    click.echo(f"run {st.run}: {st.task}")
+    click.echo(f"run {st.run}: {safe(st.task)}")
     if st.sealed:
         click.echo(f"  sealed at LSN {st.sealed}: finished, nothing may be appended")
     if st.checkpoint:
@@ -137,4 +140,4 @@ def runs(as_json: bool) -> None:
         else:
             mark = "*" if info.current else " "
             flag = f"  {len(info.open_intents)} open" if info.open_intents else ""
-            click.echo(f"{mark} {info.run}  {info.records} records{flag}  {info.task}")
+            click.echo(f"{mark} {info.run}  {info.records} records{flag}  {safe(info.task)}")
