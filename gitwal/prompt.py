@@ -197,8 +197,16 @@ def render(report: Report) -> str:
         if o.open:
             lines.append("  Changed paths: " + _paths(o.changed[:20])
                          + (f" and {len(o.changed) - 20} more" if len(o.changed) > 20 else ""))
+        elif o.outcome == "superseded":
+            # Another run's committed change holds the path now: redoing this
+            # step would overwrite it.
+            lines.append("  Another run changed its target since: read it again before "
+                         "deciding whether this step is still needed.")
         elif o.action in ("aborted", "restored"):
             redo.append(o)  # not applied, or undone: the step has still to be done
+        for path, _oid, command in o.saved:
+            lines.append(f"  Saved before it was overwritten: {text(path)}; `{text(command)}` "
+                         "brings it back.")
     for d in report.drift:
         lines.append(f"Drift: {text(d.path)} changed after LSN {d.lsn} committed it "
                      f"(expected {text(d.expected[:12])}, found {text(d.actual[:12])}); left "
@@ -215,8 +223,10 @@ def render(report: Report) -> str:
             action = _decide_agent(report, o)
         else:
             action = (f"Action: decide LSN {o.lsn} before anything else. Inspect the changed "
-                      f"paths; `git wal recover --run {report.run} --restore` puts them back "
-                      "to the pre tree, after which the step can be run again.")
+                      "paths (they may hold someone's work); `git wal recover --run "
+                      f"{report.run} --restore` saves what they hold in the log, then puts "
+                      "them back as they were before the step, after which the step can be "
+                      "run again.")
     elif redo:
         action = "Action: " + "; then ".join(
             redo_agent(o) if agent_tool(o.args) is not None else

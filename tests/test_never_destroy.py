@@ -263,3 +263,23 @@ def test_images_of_an_intent_not_written_here_are_never_written(repo: Path) -> N
     code, report = recover(repo, "--redo")
     assert code == 0 and report["intents"][0]["action"] == "aborted"
     assert (repo / "README").read_text() == "hello\n"  # not redone from its image
+
+
+def test_the_prompt_names_saved_bytes_and_does_not_redo_a_superseded_step(
+        tmp_path: Path) -> None:
+    repo = init_repo(tmp_path / "r", {"shared.txt": "base\n", "mine.txt": "m\n"})
+    ok(repo, "begin", "--run", "a")
+    crash(repo, "after-intent", "apply", "write-file", "shared.txt", "--from", "-",
+          input=b"from run a\n")
+    ok(repo, "begin", "--run", "b")
+    ok(repo, "apply", "--run", "b", "write-file", "shared.txt", "--from", "-",
+       input=b"from run b\n")
+    prompt = wal(repo, "recover", "--run", "a").stdout
+    assert "read it again" in prompt and "redo LSN" not in prompt
+    ok(repo, "begin", "--run", "c")
+    crash(repo, "after-intent", "apply", "--run", "c", "write-file", "mine.txt", "--from",
+          "-", input=b"agent\n")
+    (repo / "mine.txt").write_text("person\n")
+    prompt = wal(repo, "recover", "--run", "c", "--restore").stdout
+    assert "Saved before it was overwritten: mine.txt; `git cat-file blob" in prompt
+    assert sum(line.startswith("Action:") for line in prompt.splitlines()) == 1
