@@ -283,3 +283,18 @@ def test_the_prompt_names_saved_bytes_and_does_not_redo_a_superseded_step(
     prompt = wal(repo, "recover", "--run", "c", "--restore").stdout
     assert "Saved before it was overwritten: mine.txt; `git cat-file blob" in prompt
     assert sum(line.startswith("Action:") for line in prompt.splitlines()) == 1
+
+
+def test_a_missing_exec_pre_tree_is_reported_by_recover_and_prompt(repo: Path) -> None:
+    ok(repo, "begin")
+    crash(repo, "after-intent", "exec", "--", "sh", "-c", "echo x > x.txt")
+    rows = [json.loads(x) for x in ok(repo, "log", "--json").splitlines()]
+    tree = next(r for r in rows if r["type"] == "intent")["pre"]
+    tree = tree[0] if isinstance(tree, list) else tree
+    # The snapshot's root tree object is gone (pruned or never stored).
+    (repo / ".git" / "objects" / tree[:2] / tree[2:]).unlink()
+    p = wal(repo, "prompt")
+    assert p.returncode == 0 and "Traceback" not in p.stderr
+    assert "not in the object database" in p.stdout
+    code, report = recover(repo, "--restore")
+    assert code == 3 and "not in the object database" in report["intents"][0]["detail"]
