@@ -12,7 +12,9 @@ generated ``core.excludesFile`` (:func:`excludes_file`: the user's own global
 excludes plus the patterns), so ``git add -A`` never reads such a file.
 Because a repository's own ``.gitignore`` outranks that file (a ``!.env`` in
 it would re-include ``.env``), the snapshot also drops, afterwards, every
-untracked index entry the patterns match (:func:`untracked_matches`).
+untracked index entry the patterns match: among what ``git add -A -v``
+reported adding (:func:`added_paths`, matched with :func:`matcher`), or in
+the whole scratch index when the patterns changed (:func:`untracked_matches`).
 """
 
 from __future__ import annotations
@@ -77,27 +79,42 @@ def _global_excludes(repo: pygit2.Repository) -> bytes:
         return b""  # git, too, ignores an excludes file it cannot read
 
 
-def excludes_file(repo: pygit2.Repository) -> Path:
-    """A file for ``-c core.excludesFile=``: the user's global excludes, then the patterns.
+def excludes_file(repo: pygit2.Repository, pats: list[str]) -> tuple[Path, bool]:
+    """A file for ``-c core.excludesFile=``: the user's global excludes, then ``pats``.
 
     Rewritten (durably) only when its content would change, so a snapshot
-    normally pays one read of it.
+    normally pays one read of it; the flag says it was (re)written: patterns
+    changed, or the first snapshot since secrets were kept out, so a scratch
+    index may hold entries they now match.
     """
     data = _global_excludes(repo)
     if data and not data.endswith(b"\n"):
         data += b"\n"
     data += b"# gitwal: secret patterns (docs/security.md)\n"
-    data += "".join(f"{p}\n" for p in patterns(repo)).encode()
+    data += "".join(f"{p}\n" for p in pats).encode()
     path = Path(repo.path) / "wal" / EXCLUDES_NAME
     try:
         if path.read_bytes() == data:
-            return path
+            return path, False
     except OSError:
         pass
     if not path.parent.is_dir():
         makedirs_durable(path.parent)
     atomic_write(path, data, 0o644, "sx")
-    return path
+    return path, True
+
+
+def added_paths(verbose: bytes) -> list[str] | None:
+    """The paths `git add -A -v` reports adding (``add '<path>'``, raw bytes), or None
+    when a line does not parse (a name with a newline): then ask the index."""
+    out = []
+    for line in verbose.split(b"\n"):
+        if not line or line.startswith(b"remove '"):
+            continue
+        if not (line.startswith(b"add '") and line.endswith(b"'")):
+            return None
+        out.append(os.fsdecode(line[5:-1]))
+    return out
 
 
 def untracked_matches(root: Path, index: Path, pats: list[str],

@@ -343,13 +343,13 @@ class Worktree:
         if not index.exists() and user_index.exists():
             index.write_bytes(user_index.read_bytes())
         lock = index.with_name(index.name + ".lock")
-        excludes = secrets.excludes_file(self.repo)
         pats = secrets.patterns(self.repo)
+        excludes, changed = secrets.excludes_file(self.repo, pats)
         try:
-            tree = self._write_tree(index, lock, excludes, pats, watch)
+            tree = self._write_tree(index, lock, excludes, pats, changed, watch)
         except WalError:
             index.unlink(missing_ok=True)  # torn or foreign: start from nothing
-            tree = self._write_tree(index, lock, excludes, pats, watch)
+            tree = self._write_tree(index, lock, excludes, pats, changed, watch)
         sync_filesystem(self.repo.path)
         if os.stat(self.repo.path).st_dev != os.stat(self.root).st_dev:
             sync_filesystem(self.root)
@@ -366,13 +366,13 @@ class Worktree:
             path.with_name(path.name + ".lock").unlink(missing_ok=True)
 
     def _write_tree(self, index: Path, lock: Path, excludes: Path,
-                    pats: list[str], watch: Sequence[str] = ()) -> TreeId:
+                    pats: list[str], recheck: bool, watch: Sequence[str] = ()) -> TreeId:
         lock.unlink(missing_ok=True)  # stale: we hold the run lock
         # The repository and tree gitwal opened, named explicitly: they may come
         # from GIT_DIR/GIT_WORK_TREE with no .git entry in the tree to find.
         env = dict(os.environ, GIT_INDEX_FILE=str(index), GIT_DIR=self.repo.path,
                    GIT_WORK_TREE=str(self.root))
-        def git(args: list[str], stdin: bytes | None = None) -> str:
+        def git(args: list[str], stdin: bytes | None = None) -> bytes:
             proc = subprocess.run(["git", *cfg, *args], cwd=self.root, env=env, input=stdin,
                                   capture_output=True)
             if proc.returncode != 0:
@@ -381,7 +381,7 @@ class Worktree:
                     f"{os.fsdecode(proc.stderr).strip()}",
                     "check that `git status` works in this repository",
                 )
-            return os.fsdecode(proc.stdout)
+            return proc.stdout
 
         # Each new loose object is fsynced before git links it into place, so
         # a crash never leaves a torn object that a later write would take for
@@ -394,21 +394,30 @@ class Worktree:
         # rules, so untracked secrets are never read.
         cfg = ["-c", "core.fsync=loose-object", "-c", "core.fsyncMethod=fsync",
                "-c", "core.splitIndex=true", "-c", f"core.excludesFile={excludes}"]
-        git(["add", "-A", "--", "."])
+        added = secrets.added_paths(git(["add", "-A", "-v", "--", "."]))
         present = [w for w in watch if os.path.lexists(self.root / w)]
         if present:
             # Ignored files under the watched paths too (-f). Never without a
             # pathspec: that would force-add every ignored file of the tree.
             # Entries whose files are gone were removed by `add -A` above.
-            git(["add", "-A", "-f", "--", *present])
+            more = secrets.added_paths(git(["add", "-A", "-f", "-v", "--", *present]))
+            added = None if added is None or more is None else added + more
         # A repository's .gitignore outranks core.excludesFile (`!.env` in it
         # re-includes .env), and an index from an older snapshot may hold a
-        # secret already: drop every untracked entry the patterns match.
-        drop = secrets.untracked_matches(self.root, index, pats, self.repo.path)
+        # secret already: drop every untracked entry the patterns match. What
+        # `add` just added is checked here (cheap); the whole index only when
+        # the patterns changed or the output could not be parsed.
+        if added is None or recheck:
+            drop = secrets.untracked_matches(self.root, index, pats, self.repo.path)
+        else:
+            match = secrets.matcher(pats)
+            found = [p for p in added if match(p)]
+            known = secrets.tracked(self.root, found, self.repo.path)
+            drop = [p for p in found if p not in known]
         if drop:
             git(["update-index", "-z", "--force-remove", "--stdin"],
                 b"".join(os.fsencode(p) + b"\0" for p in drop))
-        return TreeId(git(["write-tree"]).strip())
+        return TreeId(git(["write-tree"]).decode().strip())
 
     def changed_paths(self, old: TreeId, new: TreeId) -> list[str]:
         """Paths whose content or mode differs between two snapshots."""

@@ -40,8 +40,8 @@ def test_apply_to_a_name_that_is_not_utf8_is_an_error_not_a_traceback(repo: Path
                                "log (near: ")
     assert SHOWN in lines[0]
     assert lines[1] == ("hint: a file or directory name that is not UTF-8 cannot be logged: "
-                        "rename it (`git status` shows it); nothing was changed by the failed "
-                        "operation")
+                        "rename it (`git status` shows it) and run the command again; no "
+                        "record was appended (`git wal status` shows the log)")
     assert ok(repo, "log", "--run", "r", "--json") == before  # true: nothing appended
 
 

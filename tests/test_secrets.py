@@ -64,9 +64,11 @@ def test_a_repositorys_gitignore_cannot_re_include_a_secret(tmp_path: Path) -> N
     repo = _repo(tmp_path)
     (repo / ".gitignore").write_text("!.env\n!*.pem\n")
     ok(repo, "begin", "--run", "r", "--task", "secrets")
-    ok(repo, "exec", "--run", "r", "--", "true")
-    pre, _ = _exec_trees(repo, "r")
-    assert ".env" not in _names(repo, pre) and "keys/server.pem" not in _names(repo, pre)
+    ok(repo, "exec", "--run", "r", "--", "sh", "-c", "echo again >> .env")
+    pre, post = _exec_trees(repo, "r")
+    for tree in (pre, post):  # the first snapshot, and a later one after a change
+        assert ".env" not in _names(repo, tree) and "keys/server.pem" not in _names(repo, tree)
+        assert ".gitignore" in _names(repo, tree)
 
 
 def test_the_defaults_can_be_turned_off_and_a_pattern_negated(tmp_path: Path) -> None:
@@ -132,3 +134,26 @@ def test_push_refuses_a_log_that_holds_an_untracked_secret(tmp_path: Path) -> No
     git(repo, "config", "--add", "wal.secretPattern", "!/.env")
     git(repo, "config", "--add", "wal.secretPattern", "!server.pem")
     ok(repo, "push", "--run", "old")
+
+
+def test_the_python_matcher_agrees_with_git_on_the_patterns(tmp_path: Path) -> None:
+    """The push check matches in Python; snapshots let git match: same answers."""
+    from gitwal import secrets
+
+    pats = [*secrets.DEFAULT_PATTERNS, "!/.env.example", "build/", "/top.txt", "**/deep/*.bin",
+            "[ab]c.cfg"]
+    paths = [".env", "a/.env", ".env.local", ".envx", ".env.example", "a/.env.example",
+             "k/server.pem", "id_rsa.pub", "x/id_ed25519", "build/out.o", "src/build/x",
+             "buildx/y", "top.txt", "a/top.txt", "a/b/deep/z.bin", "deep/z.bin", "ac.cfg",
+             "cc.cfg", "credentials.json", "src/credentials.json.bak", "README"]
+    repo = init_repo(tmp_path / "m")
+    for p in paths:
+        (repo / p).parent.mkdir(parents=True, exist_ok=True)
+        (repo / p).write_text("x\n")
+    args = ["ls-files", "--others", "--ignored"]
+    for p in pats:
+        args += ["--exclude", p]
+    by_git = set(git(repo, *args).split())
+    match = secrets.matcher(pats)
+    assert {p for p in paths if match(p)} == by_git
+    assert ".env" in by_git and ".env.example" not in by_git and "a/.env.example" in by_git

@@ -117,8 +117,8 @@ def handled(fn: F) -> F:
         except UnicodeError as e:
             fail(_unicode_message(e), _hint_after(
                 started, "a file or directory name that is not UTF-8 cannot be logged: "
-                "rename it (`git status` shows it); nothing was changed by the failed "
-                "operation"), EXIT_ERROR)
+                "rename it (`git status` shows it) and run the command again; no record "
+                "was appended (`git wal status` shows the log)"), EXIT_ERROR)
         except (pygit2.GitError, OSError) as e:
             fail(str(e) or type(e).__name__, _hint_after(
                 started, "nothing was changed by the failed operation; `git wal status` "
