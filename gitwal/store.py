@@ -13,14 +13,23 @@ Invariants kept here:
   fsync mode plus the directories it does not sync) before the ref moves;
 * the ref moves by compare-and-swap against the head the writer read, under
   an advisory lock this process holds, so no record is lost or reordered;
-* LSNs are dense: the n-th record of a run has LSN n.
+* LSNs are dense: the n-th record of a run has LSN n;
+* an append whose objects a concurrent ``git gc --prune=now`` removed before
+  its ref moved is undone (the ref is swapped back) and reported, so the ref
+  never stays on a commit that names missing objects (docs/recovery.md).
+
+Locks live in the common git dir (``<common>/wal/locks/``): a run's log is
+shared by every worktree, and so must be the lock that serializes its writers.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
-from collections.abc import Iterator, Sequence
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +39,7 @@ import pygit2
 
 from .chain import REF_PREFIX, Chain, common_dir
 from .durable import crash_point, fsync_dir, makedirs_durable
-from .errors import CorruptLog, RunBusy, WalError
+from .errors import EXIT_LOCK_TIMEOUT, CorruptLog, RunBusy, WalError
 from .ids import CommitId, Lsn, RunId
 from .records import Record, Seal, encode, summary
 
@@ -44,13 +53,72 @@ _SIGNATURE = ("gitwal", "gitwal@localhost")
 pygit2.settings.enable_fsync_gitdir(True)
 
 
+TELL_AFTER = 1.0  # seconds a writer waits for the run lock before saying who holds it
+_POLL_MAX = 0.05  # the longest pause between two tries of a busy lock
+
+
 def wal_dir(repo: pygit2.Repository) -> Path:
-    """gitwal's private directory inside this worktree's git dir."""
+    """gitwal's private directory inside this worktree's git dir (``current``)."""
     return Path(repo.path) / "wal"
+
+
+def lock_dir(repo: pygit2.Repository) -> Path:
+    """Run and command locks: in the common git dir, seen from every worktree."""
+    return common_dir(repo) / "wal" / "locks"
+
+
+def config_wait_timeout(repo: pygit2.Repository) -> float | None:
+    """``git config wal.waitTimeout`` (seconds); None (wait for ever) when unset."""
+    try:
+        raw = str(repo.config["wal.waitTimeout"])
+    except KeyError:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise WalError(f"wal.waitTimeout is {raw!r}, not a number of seconds",
+                       "fix it with `git config wal.waitTimeout SECONDS`") from None
+    if value < 0:
+        raise WalError(f"wal.waitTimeout is {raw!r}: it must not be negative",
+                       "fix it with `git config wal.waitTimeout SECONDS`")
+    return value
 
 
 class RunSealed(WalError):
     """The run ends in a seal: nothing may be appended to it, nor its chain rewritten."""
+
+
+class LockTimeout(RunBusy):
+    """The run lock was not free within the wait timeout."""
+
+    exit_code = EXIT_LOCK_TIMEOUT
+
+
+class AppendLost(WalError):
+    """A concurrent ``git gc --prune=now`` removed objects of an append; it was undone."""
+
+
+def _holder_line() -> bytes:
+    """What a lock holder writes into its lock file: who it is, since when."""
+    argv = [os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python",
+            *sys.argv[1:]]
+    return json.dumps({"pid": os.getpid(), "argv": argv, "since": round(time.time(), 3)},
+                      sort_keys=True).encode() + b"\n"
+
+
+def describe_holder(path: Path) -> str:
+    """The holder a lock file names, for people ("pid 12 (git-wal apply ...) for 3 s")."""
+    try:
+        info = json.loads(path.read_bytes().decode())
+        pid, argv, since = int(info["pid"]), list(info["argv"]), float(info["since"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "another live gitwal process"
+    held = max(0.0, time.time() - since)
+    return f"pid {pid} (`{' '.join(map(str, argv))}`) for {held:.1f} s"
+
+
+def _tell(message: str) -> None:
+    print(f"gitwal: {message}", file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)
@@ -70,34 +138,82 @@ class Store(Chain):
         self._common = common_dir(repo)
         self._synced_nlink = -1  # st_nlink of objects/ at our last fsync of it
         self._key: SigningKey | Literal[False] | None = False  # False: not looked up yet
+        # How long ``locked()`` waits: "config" reads wal.waitTimeout; None waits for ever.
+        self.wait_timeout: float | Literal["config"] | None = "config"
+        self.notify: Callable[[str], None] = _tell  # says who holds the lock while we wait
 
     # -- writing -----------------------------------------------------------
 
     @contextmanager
-    def locked(self, wait: bool = True) -> Iterator[None]:
+    def locked(self, wait: bool = True, timeout: float | None = None) -> Iterator[None]:
         """Hold this run's advisory lock: one live gitwal writer per run.
 
         The kernel drops the lock when the holder dies (even by SIGKILL), so a
         ``refs/wal/<run>.lock`` found while we hold it is stale by definition.
+        ``wait``: False refuses at once when the lock is held; otherwise wait
+        up to ``timeout`` seconds (None: :attr:`wait_timeout`), saying after
+        :data:`TELL_AFTER` seconds who holds it. The holder writes its pid,
+        command line and start time into the lock file (docs/format.md).
         """
-        lock_dir = wal_dir(self.repo) / "locks"
-        if not lock_dir.is_dir():
-            makedirs_durable(lock_dir)
-        fd = os.open(lock_dir / f"{self.run}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        path = self._lock_path()
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
+            self._acquire(fd, path, wait, timeout)
+            # Not durable on purpose: it only tells a waiter who holds the lock.
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, _holder_line(), 0)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-            except BlockingIOError:
-                raise RunBusy(
-                    f"run {self.run} is in use by another live gitwal process",
-                    "wait for it to finish, or stop it, then run the command again",
-                ) from None
-            yield
+                yield
+            finally:
+                os.ftruncate(fd, 0)  # still held: no waiter reads a stale holder
         finally:
             os.close(fd)
 
+    def _lock_path(self) -> Path:
+        d = lock_dir(self.repo)
+        if not d.is_dir():
+            makedirs_durable(d)
+        return d / f"{self.run}.lock"
+
+    def _acquire(self, fd: int, path: Path, wait: bool, timeout: float | None) -> None:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if not wait:
+                raise RunBusy(
+                    f"run {self.run} is in use by another live gitwal process: "
+                    f"{describe_holder(path)}",
+                    "wait for it to finish, or stop it, then run the command again",
+                ) from None
+        limit = timeout if timeout is not None else (
+            config_wait_timeout(self.repo) if self.wait_timeout == "config"
+            else self.wait_timeout)
+        start = time.monotonic()
+        pause, told = 0.002, False
+        while True:
+            waited = time.monotonic() - start
+            if limit is not None and waited >= limit:
+                raise LockTimeout(
+                    f"run {self.run} is still held by {describe_holder(path)}; "
+                    f"gave up after {waited:.1f} s",
+                    "wait for that process to finish (or stop it), or pass a longer "
+                    "--wait-timeout (git config wal.waitTimeout)",
+                )
+            if not told and waited >= TELL_AFTER:
+                self.notify(f"waiting for run {self.run}: held by {describe_holder(path)}")
+                told = True
+            time.sleep(min(pause, _POLL_MAX) if limit is None
+                       else max(0.0, min(pause, _POLL_MAX, limit - waited)))
+            pause *= 2
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                continue
+
     def _command_lock(self, lsn: Lsn) -> Path:
-        return wal_dir(self.repo) / "locks" / f"{self.run}.{lsn}.cmd"
+        return lock_dir(self.repo) / f"{self.run}.{lsn}.cmd"
 
     @contextmanager
     def command_lock(self, lsn: Lsn) -> Iterator[int]:
@@ -107,10 +223,13 @@ class Store(Chain):
         the process: the lock stays held while the command, or anything it
         started, lives, even after the gitwal process that ran it was killed.
         Recovery must not decide the step while it is held
-        (:meth:`command_running`). Not durable on purpose: after a power loss
-        no command runs.
+        (:meth:`command_running`), from whichever worktree it runs. Not
+        durable on purpose: after a power loss no command runs.
         """
-        fd = os.open(self._command_lock(lsn), os.O_RDWR | os.O_CREAT, 0o644)
+        path = self._command_lock(lsn)
+        if not path.parent.is_dir():
+            makedirs_durable(path.parent)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield fd
@@ -181,8 +300,47 @@ class Store(Chain):
         crash_point("mid-append")
         self._move_ref(commit, expect)
         crash_point("after-append")
+        written = self.repo[tree]
+        assert isinstance(written, pygit2.Tree)
+        named = [str(e.id) for e in written]
+        self._check_survived(commit, expect, [str(commit), str(tree), *named],
+                             f"LSN {records[0].lsn}" + (
+                                 f"..{records[-1].lsn}" if len(records) > 1 else ""))
         self._newest = (str(commit), list(records))
         return CommitId(str(commit))
+
+    def _check_survived(self, commit: pygit2.Oid, expect: CommitId | None,
+                        oids: Sequence[str], what: str) -> None:
+        """Undo an append whose objects a concurrent ``git gc`` pruned, and say so.
+
+        gc walks the refs at one instant, then deletes every loose object it
+        did not reach; the objects of an append are unreachable until its ref
+        moves. Checked after the move: an object missing now was pruned, and
+        the previous head (the ref gc saw) is intact, so the ref goes back to
+        it. A fresh object database answers, not this process's cached list
+        of packs (gc may have deleted a pack we still have mapped). What is
+        left: a prune that deletes an object after this check but walked the
+        refs before the move (docs/recovery.md, "Repair").
+        """
+        odb = pygit2.Odb(str(self._common / "objects"))
+        missing = [o for o in oids if pygit2.Oid(hex=o) not in odb]
+        if not missing:
+            return
+        ref = self.repo.references.get(self.ref_name)
+        if ref is not None and ref.target == commit:
+            if expect is None:
+                ref.delete()
+            else:
+                ref.set_target(pygit2.Oid(hex=expect), "gitwal: append undone (objects pruned)")
+            self._sync_ref_dirs(self.ref_name)
+        back = f"back at {expect[:12]}" if expect else "not created"
+        raise AppendLost(
+            f"the append of {what} to run {self.run} was undone: {len(missing)} of its "
+            f"objects (first {missing[0][:12]}) were removed by a concurrent `git gc "
+            f"--prune=now` before the log's ref named them; the log is {back}",
+            f"run the command again (if it left a step open, `git wal recover --run "
+            f"{self.run}` first); avoid `git gc --prune=now` while gitwal writes",
+        )
 
     def _refuse_after_seal(self, head: CommitId, doing: str = "appended to") -> None:
         """Nothing may follow a seal (docs/format.md); every append comes through here."""
@@ -317,9 +475,26 @@ class Store(Chain):
         self._sync_objects_dir()
         return CommitId(str(parent[0]))
 
-    def move_head(self, expect: CommitId, new: CommitId) -> None:
-        """Compare-and-swap the live ref, also to a non-descendant (compaction)."""
+    def move_head(self, expect: CommitId, new: CommitId, fresh: int = 0) -> None:
+        """Compare-and-swap the live ref, also to a non-descendant (compaction, repair).
+
+        ``fresh``: how many commits from ``new`` back were written just now
+        (unreachable until the move): they are checked as an append is.
+        """
         self._move_ref(pygit2.Oid(hex=new), expect)
+        oids: list[str] = []
+        oid: str | None = new
+        for _ in range(fresh):
+            if oid is None:
+                break
+            oids.append(oid)
+            commit = self.repo.get(oid)
+            if not isinstance(commit, pygit2.Commit):
+                break
+            oids.append(str(commit.tree_id))
+            oid = str(commit.parent_ids[0]) if commit.parent_ids else None
+        if oids:
+            self._check_survived(pygit2.Oid(hex=new), expect, oids, "a rewritten chain")
 
     def delete_live(self, expect: CommitId) -> None:
         """Delete the live ref if it still points at ``expect`` (caller holds the lock)."""

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pygit2
 
+from .chain import worktree_name
 from .durable import atomic_write, makedirs_durable, unlink_durable
 from .errors import CorruptLog, NotARepository, UnknownRun, WalError
 from .ids import Lsn, RunId, valid_run_id
@@ -27,6 +28,10 @@ def new_run_id() -> RunId:
     return RunId(time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(2))
 
 
+class OtherWorktree(WalError):
+    """The run is bound to another worktree: it may change only that tree."""
+
+
 @dataclass(frozen=True)
 class RunInfo:
     run: RunId
@@ -34,6 +39,8 @@ class RunInfo:
     records: int
     open_intents: tuple[Lsn, ...]
     current: bool
+    worktree: tuple[str, str] | None = None  # (name, path) the run is bound to
+    damaged: str | None = None  # why the log cannot be read (`git wal repair RUN`)
 
 
 @dataclass(frozen=True)
@@ -49,6 +56,7 @@ class Status:
     unlogged: tuple[Lsn, ...] = ()  # `unlogged` records: changes with no durable intent
     missed: tuple[Lsn, ...] = ()  # committed intents whose commit recorded another post
     sealed: Lsn | None = None  # LSN of the seal: the run is finished, nothing may follow
+    worktree: tuple[str, str] | None = None  # (name, path) the run is bound to; None: unbound
 
 
 class Wal:
@@ -85,7 +93,8 @@ class Wal:
             raise WalError(f"run {rid} already exists",
                            "pick another --run id, or omit --run for a fresh one")
         branch = None if self.repo.head_is_detached else self.repo.head.shorthand
-        plan = Plan(rid, Lsn(1), task, str(self.repo.head.target), branch, tuple(steps))
+        plan = Plan(rid, Lsn(1), task, str(self.repo.head.target), branch, tuple(steps),
+                    (worktree_name(self.repo), str(self.wt.root)))
         with store.locked():
             # No log exists and we hold the run lock: a ref lock is a leftover.
             store.clear_stale_ref_lock()
@@ -93,15 +102,42 @@ class Wal:
         self._set_current(rid)
         return Run(store, self.wt)
 
-    def run(self, run_id: str | None = None) -> Run:
-        """The named run, or the current one."""
+    def run(self, run_id: str | None = None, *, read_only: bool = False,
+            wait_timeout: float | None = None) -> Run:
+        """The named run, or the current one.
+
+        Unless ``read_only``, the run must belong to this worktree: its log is
+        shared by every worktree, but its steps changed the tree it began in,
+        and only that tree may be written, judged or restored for it. This is
+        the one place that is enforced. ``wait_timeout``: how long its writers
+        wait for the run lock (None: ``git config wal.waitTimeout``, else for ever).
+        """
         rid = RunId(run_id) if run_id else self.current()
         if not valid_run_id(rid):
             raise UnknownRun(f"invalid run id {rid!r}", "list runs with `git wal runs`")
         store = Store(self.repo, rid)
         if not store.exists():
             raise UnknownRun(f"no run {rid}", "list runs with `git wal runs`")
+        if wait_timeout is not None:
+            store.wait_timeout = wait_timeout
+        if not read_only:
+            head = store.head()
+            assert head is not None
+            self._refuse_other_worktree(rid, store.root_plan(head).worktree)
         return Run(store, self.wt)
+
+    def _refuse_other_worktree(self, rid: RunId, bound: tuple[str, str] | None) -> None:
+        """A run bound to another worktree (by name: a moved repository keeps it)."""
+        if bound is None or bound[0] == worktree_name(self.repo):
+            return  # an old log, unbound, works from anywhere as it always did
+        name, path = bound
+        which = "the main worktree" if name == "" else f"worktree {name!r}"
+        raise OtherWorktree(
+            f"run {rid} belongs to {which} at {path}, not to this one ({self.wt.root}); "
+            "it may change only the tree it began in",
+            f"run the command there: cd {path} && git wal ... --run {rid} "
+            f"(`git wal status --run {rid}` works from anywhere)",
+        )
 
     def current(self) -> RunId:
         path = wal_dir(self.repo) / "current"
@@ -134,13 +170,21 @@ class Wal:
             current = None
         out = []
         for rid in list_runs(self.repo):
-            st = self.status(rid)
-            out.append(RunInfo(rid, st.task, st.records, st.open, rid == current))
+            # One damaged log is reported as such; it never hides the others.
+            try:
+                st = self.status(rid)
+            except UnknownRun:
+                continue  # dropped since we listed it
+            except CorruptLog as e:
+                out.append(RunInfo(rid, "", 0, (), rid == current, damaged=e.message))
+                continue
+            out.append(RunInfo(rid, st.task, st.records, st.open, rid == current,
+                               st.worktree))
         return out
 
     def status(self, run_id: str | None = None) -> Status:
         """Intents after the newest checkpoint (the cost does not grow before it)."""
-        run = self.run(run_id)
+        run = self.run(run_id, read_only=True)
         records = run.store.segment()
         plan = run.store.plan(records[0])
         cp = records[0] if isinstance(records[0], Checkpoint) else None
@@ -159,6 +203,7 @@ class Wal:
             tuple(i for i in intents if isinstance(c := closed.get(i), Commit)
                   and posts[i] is not None and c.post != posts[i]),
             records[-1].lsn if isinstance(records[-1], Seal) else None,
+            plan.worktree,
         )
 
     def history(self, run_id: str | None = None) -> list[tuple[Record, bytes]]:
@@ -203,6 +248,21 @@ class Wal:
             return Recovery(run.store, self.wt, redo, restore, inside).run()
 
     def report(self, run_id: str | None = None) -> Report:
-        """The same report without changing anything (for `git wal prompt`)."""
-        run = self.run(run_id)
-        return Recovery(run.store, self.wt, False, False).run(dry_run=True)
+        """The same report without changing anything (for `git wal prompt`).
+
+        From another worktree it judges the run's own tree, never this one."""
+        run = self.run(run_id, read_only=True)
+        head = run.store.head()
+        assert head is not None
+        bound = run.store.root_plan(head).worktree
+        wt = self.wt
+        if bound is not None and bound[0] != worktree_name(self.repo):
+            try:
+                own = Wal(bound[1])
+            except NotARepository:
+                own = None
+            if own is None or worktree_name(own.repo) != bound[0]:
+                self._refuse_other_worktree(run.id, bound)
+            assert own is not None
+            wt = own.wt
+        return Recovery(run.store, wt, False, False).run(dry_run=True)

@@ -15,6 +15,10 @@ RUN = click.option("--run", "run_id", metavar="ID", help="Run id (default: the c
 CHECK = click.option("--check", metavar="CMD",
                      help="Verification command; the step commits only if it exits 0.")
 JSON = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+WAIT = click.option("--wait-timeout", "wait_timeout", type=click.FloatRange(min=0),
+                    metavar="SECONDS",
+                    help="Give up (exit 4) when another process holds the run longer "
+                         "(default: git config wal.waitTimeout, else wait).")
 STEP = click.option("--step", "step", type=click.IntRange(min=1), metavar="N",
                     help="The plan step (1-based) this step carries out.")
 
@@ -48,17 +52,19 @@ def _report(result: StepResult, as_json: bool) -> None:
 @RUN
 @CHECK
 @STEP
+@WAIT
 @JSON
 @click.pass_context
 def apply(ctx: click.Context, run_id: str | None, check: str | None, step: int | None,
-          as_json: bool) -> None:
+          wait_timeout: float | None, as_json: bool) -> None:
     """Apply one end-state tool as a logged, verified step."""
-    ctx.obj = {"run": run_id, "check": check, "step": step, "json": as_json}
+    ctx.obj = {"run": run_id, "check": check, "step": step, "json": as_json,
+               "wait": wait_timeout}
 
 
 def _apply(ctx: click.Context, tool: str, **args: Any) -> None:
     opts = ctx.obj
-    run = Wal(".").run(opts["run"])
+    run = Wal(".").run(opts["run"], wait_timeout=opts["wait"])
     _report(run.apply(tool, check=opts["check"], step=opts["step"], **args), opts["json"])
 
 
@@ -135,11 +141,12 @@ def move_file(ctx: click.Context, src: str, dst: str) -> None:
 @click.option("--idempotent", is_flag=True,
               help="Declare the command safe to run again (recovery may redo it).")
 @STEP
+@WAIT
 @JSON
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
 @handled
 def exec_(run_id: str | None, check: str | None, idempotent: bool, step: int | None,
-          as_json: bool, argv: tuple[str, ...]) -> None:
+          wait_timeout: float | None, as_json: bool, argv: tuple[str, ...]) -> None:
     """Run a shell command as a logged step (snapshots before and after)."""
-    run = Wal(".").run(run_id)
+    run = Wal(".").run(run_id, wait_timeout=wait_timeout)
     _report(run.exec(list(argv), check=check, idempotent=idempotent, step=step), as_json)
