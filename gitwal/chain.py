@@ -179,6 +179,37 @@ class Chain:
         self._newest = (head, records)
         return list(records)
 
+    def validated(self, head: CommitId) -> list[tuple[Record, bytes]]:
+        """Every record from ``head`` back to the root, validated as a chain."""
+        return self._walk(head, stop_at_checkpoint=False)
+
+    def append_problem(self, oid: str) -> str | None:
+        """Why one append cannot be trusted on its own (its commit, tree, a
+        record or an object it names is missing or foreign), or None."""
+        try:
+            commit = self._commit(oid)
+            self._commit_raw(commit)
+            self.check_named(commit)
+        except CorruptLog as e:
+            return e.message
+        return None
+
+    def parents_present(self, head: CommitId) -> tuple[list[CommitId], bool]:
+        """The commits from ``head`` back, newest first, as far as they exist;
+        True when the walk reached the root (no commit on the way is missing)."""
+        out: list[CommitId] = []
+        oid: str | None = head
+        while oid is not None:
+            try:
+                obj = self.repo.get(oid)
+            except ValueError:
+                obj = None
+            if not isinstance(obj, pygit2.Commit):
+                return out, False
+            out.append(CommitId(oid))
+            oid = str(obj.parent_ids[0]) if obj.parent_ids else None
+        return out, True
+
     def check_named(self, commit: pygit2.Commit) -> None:
         """Every object the append names is present (the newest append is the
         one a concurrent prune can hit; cheap: one existence check each)."""
