@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pygit2
 
-from .chain import worktree_name
+from .chain import repair_hint, worktree_name
 from .durable import atomic_write, makedirs_durable, unlink_durable
 from .errors import CorruptLog, NotARepository, UnknownRun, WalError
 from .ids import Lsn, RunId, valid_run_id
@@ -124,6 +124,10 @@ class Wal:
             head = store.head()
             assert head is not None
             self._refuse_other_worktree(rid, store.root_plan(head).worktree)
+            # Nothing is written on top of (or in the name of) a damaged head.
+            problem = store.append_problem(head)
+            if problem is not None:
+                raise CorruptLog(problem, repair_hint(rid))
         return Run(store, self.wt)
 
     def _refuse_other_worktree(self, rid: RunId, bound: tuple[str, str] | None) -> None:
@@ -175,7 +179,7 @@ class Wal:
                 st = self.status(rid)
             except UnknownRun:
                 continue  # dropped since we listed it
-            except CorruptLog as e:
+            except WalError as e:  # CorruptLog, or anything else one log can raise
                 out.append(RunInfo(rid, "", 0, (), rid == current, damaged=e.message))
                 continue
             out.append(RunInfo(rid, st.task, st.records, st.open, rid == current,

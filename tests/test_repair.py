@@ -39,9 +39,10 @@ def test_a_damaged_log_is_reported_and_repaired(repo: Path) -> None:
 
     for args in (("status", "--run", "x"), ("recover", "--run", "x"),
                  ("log", "--run", "x"), ("apply", "--run", "x", "write-file", "c.txt"),
-                 ("checkpoint", "--run", "x")):
+                 ("checkpoint", "--run", "x"), ("drop", "x"), ("seal", "--run", "x")):
         _damaged(wal(repo, *args, input=b"c\n"), "x")
     assert not (repo / "c.txt").exists()
+    assert git(repo, "rev-parse", "refs/wal/x").strip() == head  # nothing appended or dropped
     runs = {r["run"]: r for r in map(json.loads, ok(repo, "runs", "--json").splitlines())}
     assert runs["other"]["damaged"] is None and runs["other"]["records"] == 3
     assert "LSN 5" in runs["x"]["damaged"] and "record blob is missing" in runs["x"]["damaged"]
@@ -90,3 +91,25 @@ def test_a_log_whose_head_commit_is_gone_is_refused_cleanly(repo: Path) -> None:
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert "error: run x: a commit of the log is missing" in proc.stderr
     assert git(repo, "rev-parse", "refs/wal/x").strip() == head  # nothing moved
+
+
+def test_a_missing_named_object_is_damage_too(repo: Path) -> None:
+    _two_runs(repo)
+    killed = wal(repo, "apply", "--run", "x", "write-file", "z.txt", input=b"z\n",
+                 env={"GITWAL_CRASH_AT": "after-intent"})
+    assert killed.returncode == -9  # the intent (LSN 6) is the newest append
+    [obj] = [n for n in git(repo, "ls-tree", "--name-only", "refs/wal/x").split()
+             if n.startswith("obj-")]  # z.txt's post-image, named by the intent
+    _loose(repo, obj[len("obj-"):]).unlink()
+    _damaged(wal(repo, "apply", "--run", "x", "write-file", "c.txt", input=b"c\n"), "x")
+    _damaged(wal(repo, "recover", "--run", "x"), "x")
+    assert not (repo / "z.txt").exists() and not (repo / "c.txt").exists()
+    report = json.loads(ok(repo, "repair", "x", "--json"))
+    assert report["kept"] == 5 and report["lost"] == [6]
+    assert f"object {obj[4:16]} ({obj}) is missing" in report["reason"]
+    names = git(repo, "ls-tree", "--name-only", report["archive"]).split()
+    assert "cut-000000000006.json" in names  # the intent record itself survived
+    rows = [json.loads(line) for line in ok(repo, "log", "--run", "x", "--json").splitlines()]
+    assert [r["lsn"] for r in rows] == [1, 2, 3, 4, 5]
+    assert json.loads(ok(repo, "recover", "--run", "x", "--json"))["intents"] == []
+    ok(repo, "verify", "--run", "x")
