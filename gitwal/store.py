@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import pygit2
 
@@ -115,6 +115,28 @@ def describe_holder(path: Path) -> str:
         return "another live gitwal process"
     held = max(0.0, time.time() - since)
     return f"pid {pid} (`{' '.join(map(str, argv))}`) for {held:.1f} s"
+
+
+_T = TypeVar("_T")
+_WRITE_TRIES = 3
+
+
+def _writing(run: str, write: Callable[[], _T]) -> _T:
+    """Write objects, trying again when a concurrent ``git gc`` pulled a
+    directory from under libgit2 (it prunes empty ``objects/xx`` dirs); a
+    write of the same content is idempotent. Still failing: a WalError."""
+    for attempt in range(_WRITE_TRIES):
+        try:
+            return write()
+        except (pygit2.GitError, OSError) as e:
+            if attempt == _WRITE_TRIES - 1:
+                raise WalError(
+                    f"could not write objects for run {run}: {e}",
+                    "nothing was appended by this write; run the command again (if it "
+                    f"left a step open, `git wal recover --run {run}` first); a concurrent "
+                    "`git gc --prune=now` can cause this",
+                ) from e
+    raise AssertionError("not reached")
 
 
 def _tell(message: str) -> None:
@@ -269,7 +291,7 @@ class Store(Chain):
 
     def put_blob(self, data: bytes) -> str:
         """Write a blob durably (libgit2 fsyncs the file and its fan-out dir)."""
-        return str(self.repo.create_blob(data))
+        return str(_writing(self.run, lambda: self.repo.create_blob(data)))
 
     def append(
         self,
@@ -290,12 +312,21 @@ class Store(Chain):
             tb.insert(f"{rec.lsn:012d}.json", blob, pygit2.GIT_FILEMODE_BLOB)
         for r in refs:
             mode = pygit2.GIT_FILEMODE_TREE if r.is_tree else pygit2.GIT_FILEMODE_BLOB
-            tb.insert(f"obj-{r.oid}", pygit2.Oid(hex=r.oid), mode)
-        tree = tb.write()
+            try:
+                tb.insert(f"obj-{r.oid}", pygit2.Oid(hex=r.oid), mode)
+            except (pygit2.GitError, ValueError):
+                # Written moments ago, unreachable until this append: pruned.
+                raise AppendLost(
+                    f"object {r.oid[:12]} for the next append to run {self.run} is missing "
+                    "(removed by a concurrent `git gc --prune=now` before the append); "
+                    "nothing was appended", "run the command again",
+                ) from None
+        tree = _writing(self.run, tb.write)
         sig = pygit2.Signature(*_SIGNATURE)
         parents = [pygit2.Oid(hex=expect)] if expect else []
         message = summary(records[-1]) + "\n"
-        commit = self._write_commit(sig, sig, message, tree, parents)
+        commit = _writing(self.run,
+                          lambda: self._write_commit(sig, sig, message, tree, parents))
         self._sync_objects_dir()
         crash_point("mid-append")
         self._move_ref(commit, expect)
