@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shlex
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pygit2
 
-from .chain import repair_hint, worktree_name
+from .chain import common_dir, repair_hint, worktree_name
 from .durable import atomic_write, makedirs_durable, unlink_durable
 from .errors import CorruptLog, NotARepository, UnknownRun, WalError
 from .ids import Lsn, RunId, valid_run_id
@@ -134,14 +135,35 @@ class Wal:
         """A run bound to another worktree (by name: a moved repository keeps it)."""
         if bound is None or bound[0] == worktree_name(self.repo):
             return  # an old log, unbound, works from anywhere as it always did
-        name, path = bound
+        name, logged = bound
         which = "the main worktree" if name == "" else f"worktree {name!r}"
+        found = self._worktree_path(name)
+        # The path shown is git's own record of that worktree when there is
+        # one; the log's (possibly fetched) text only quoted, as a last resort.
+        where = str(found) if found is not None else logged
+        shown = shlex.quote(where if where.isprintable() else repr(where))
+        absent = "" if found is not None else " (no such worktree in this repository now)"
         raise OtherWorktree(
-            f"run {rid} belongs to {which} at {path}, not to this one ({self.wt.root}); "
-            "it may change only the tree it began in",
-            f"run the command there: cd {path} && git wal ... --run {rid} "
+            f"run {rid} belongs to {which} at {shown}{absent}, not to this one "
+            f"({self.wt.root}); it may change only the tree it began in",
+            f"run the command there: cd {shown} && git wal ... --run {rid} "
             f"(`git wal status --run {rid}` works from anywhere)",
         )
+
+    def _worktree_path(self, name: str) -> Path | None:
+        """The working tree of this repository's worktree ``name`` ("" = main),
+        from git's own records, never from a log; None if there is none."""
+        common = common_dir(self.repo)
+        if name == "":
+            main = pygit2.Repository(str(common))
+            return None if main.workdir is None else Path(main.workdir).resolve()
+        if "/" in name or name in (".", "..") or not name.isprintable():
+            return None
+        try:
+            gitfile = Path((common / "worktrees" / name / "gitdir").read_text().strip())
+        except OSError:
+            return None
+        return gitfile.parent.resolve() if gitfile.parent.is_dir() else None
 
     def current(self) -> RunId:
         path = wal_dir(self.repo) / "current"
@@ -261,11 +283,12 @@ class Wal:
         bound = run.store.root_plan(head).worktree
         wt = self.wt
         if bound is not None and bound[0] != worktree_name(self.repo):
-            try:
-                own = Wal(bound[1])
-            except NotARepository:
-                own = None
-            if own is None or worktree_name(own.repo) != bound[0]:
+            # The run's own tree, found through git's records of this
+            # repository's worktrees (a log's path could name any directory).
+            path = self._worktree_path(bound[0])
+            own = Wal(path) if path is not None else None
+            if own is None or worktree_name(own.repo) != bound[0] or \
+                    common_dir(own.repo).resolve() != common_dir(self.repo).resolve():
                 self._refuse_other_worktree(run.id, bound)
             assert own is not None
             wt = own.wt

@@ -146,3 +146,32 @@ def test_an_exec_in_one_worktree_holds_its_locks_for_all(
     assert item["changed"] == ["made.txt"] and item["action"] == "restored"
     assert not (a / "made.txt").exists()
     assert not (repo / "made.txt").exists() and not (b / "made.txt").exists()
+
+
+def test_a_logged_worktree_path_is_data_not_a_place_to_go(repo: Path, tmp_path: Path) -> None:
+    """A (fetched) plan naming a worktree that is not one of this repository's
+    makes gitwal refuse; it never opens, judges or writes the path it names."""
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    git(outside, "init", "-q")  # another repository the log names
+    marker = outside / "marker"
+    marker.write_text("keep\n")
+    before = sorted(p.name for p in (outside / ".git").iterdir())
+    r = pygit2.Repository(str(repo))
+    evil = f"{outside}; touch {tmp_path}/pwned"
+    plan = Plan(RunId("f"), Lsn(1), "fetched", str(r.head.target), "main", (),
+                ("elsewhere", evil))
+    store = Store(r, RunId("f"))
+    with store.locked():
+        store.append([plan], [], None)
+
+    for args in (("prompt", "--run", "f"), ("recover", "--run", "f"),
+                 ("apply", "--run", "f", "write-file", "x.txt")):
+        proc = wal(repo, *args, input=b"x\n")
+        assert proc.returncode == 1, proc.stderr
+        assert "belongs to worktree 'elsewhere' at '" in proc.stderr  # quoted, as data
+        assert "(no such worktree in this repository now)" in proc.stderr
+    assert json.loads(ok(repo, "status", "--run", "f", "--json"))["worktree"]["path"] == evil
+    assert marker.read_text() == "keep\n"
+    assert sorted(p.name for p in (outside / ".git").iterdir()) == before  # no wal/ made
+    assert not (tmp_path / "pwned").exists() and not (repo / "x.txt").exists()
