@@ -506,26 +506,24 @@ class Store(Chain):
         self._sync_objects_dir()
         return CommitId(str(parent[0]))
 
-    def move_head(self, expect: CommitId, new: CommitId, fresh: int = 0) -> None:
+    def move_head(self, expect: CommitId, new: CommitId) -> None:
         """Compare-and-swap the live ref, also to a non-descendant (compaction, repair).
 
-        ``fresh``: how many commits from ``new`` back were written just now
-        (unreachable until the move): they are checked as an append is.
+        A compacted chain's commits were written just now, unreachable until
+        this move: every commit and tree of the new chain is checked as an
+        append's objects are (cheap: one existence check each).
         """
         self._move_ref(pygit2.Oid(hex=new), expect)
         oids: list[str] = []
         oid: str | None = new
-        for _ in range(fresh):
-            if oid is None:
-                break
+        while oid is not None:
             oids.append(oid)
             commit = self.repo.get(oid)
             if not isinstance(commit, pygit2.Commit):
-                break
+                break  # reported as missing by the check below
             oids.append(str(commit.tree_id))
             oid = str(commit.parent_ids[0]) if commit.parent_ids else None
-        if oids:
-            self._check_survived(pygit2.Oid(hex=new), expect, oids, "a rewritten chain")
+        self._check_survived(pygit2.Oid(hex=new), expect, oids, "a rewritten chain")
 
     def delete_live(self, expect: CommitId) -> None:
         """Delete the live ref if it still points at ``expect`` (caller holds the lock)."""
