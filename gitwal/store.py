@@ -18,17 +18,14 @@ Invariants kept here:
   its ref moved is undone (the ref is swapped back) and reported, so the ref
   never stays on a commit that names missing objects (docs/recovery.md).
 
-Locks live in the common git dir (``<common>/wal/locks/``): a run's log is
-shared by every worktree, and so must be the lock that serializes its writers.
+The run lock and exec command locks live in the common git dir, seen from
+every worktree (locks.py).
 """
 
 from __future__ import annotations
 
 import fcntl
-import json
 import os
-import sys
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -38,9 +35,10 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 import pygit2
 
 from .chain import REF_PREFIX, Chain, common_dir
-from .durable import crash_point, fsync_dir, makedirs_durable
-from .errors import EXIT_LOCK_TIMEOUT, CorruptLog, RunBusy, WalError
+from .durable import crash_point, fsync_dir
+from .errors import CorruptLog, RunBusy, WalError
 from .ids import CommitId, Lsn, RunId
+from .locks import config_wait_timeout, lock_dir, run_lock, tell
 from .records import Record, Seal, encode, summary
 
 if TYPE_CHECKING:
@@ -53,68 +51,17 @@ _SIGNATURE = ("gitwal", "gitwal@localhost")
 pygit2.settings.enable_fsync_gitdir(True)
 
 
-TELL_AFTER = 1.0  # seconds a writer waits for the run lock before saying who holds it
-_POLL_MAX = 0.05  # the longest pause between two tries of a busy lock
-
-
 def wal_dir(repo: pygit2.Repository) -> Path:
     """gitwal's private directory inside this worktree's git dir (``current``)."""
     return Path(repo.path) / "wal"
-
-
-def lock_dir(repo: pygit2.Repository) -> Path:
-    """Run and command locks: in the common git dir, seen from every worktree."""
-    return common_dir(repo) / "wal" / "locks"
-
-
-def config_wait_timeout(repo: pygit2.Repository) -> float | None:
-    """``git config wal.waitTimeout`` (seconds); None (wait for ever) when unset."""
-    try:
-        raw = str(repo.config["wal.waitTimeout"])
-    except KeyError:
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        raise WalError(f"wal.waitTimeout is {raw!r}, not a number of seconds",
-                       "fix it with `git config wal.waitTimeout SECONDS`") from None
-    if value < 0:
-        raise WalError(f"wal.waitTimeout is {raw!r}: it must not be negative",
-                       "fix it with `git config wal.waitTimeout SECONDS`")
-    return value
 
 
 class RunSealed(WalError):
     """The run ends in a seal: nothing may be appended to it, nor its chain rewritten."""
 
 
-class LockTimeout(RunBusy):
-    """The run lock was not free within the wait timeout."""
-
-    exit_code = EXIT_LOCK_TIMEOUT
-
-
 class AppendLost(WalError):
     """A concurrent ``git gc --prune=now`` removed objects of an append; it was undone."""
-
-
-def _holder_line() -> bytes:
-    """What a lock holder writes into its lock file: who it is, since when."""
-    argv = [os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python",
-            *sys.argv[1:]]
-    return json.dumps({"pid": os.getpid(), "argv": argv, "since": round(time.time(), 3)},
-                      sort_keys=True).encode() + b"\n"
-
-
-def describe_holder(path: Path) -> str:
-    """The holder a lock file names, for people ("pid 12 (git-wal apply ...) for 3 s")."""
-    try:
-        info = json.loads(path.read_bytes().decode())
-        pid, argv, since = int(info["pid"]), list(info["argv"]), float(info["since"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return "another live gitwal process"
-    held = max(0.0, time.time() - since)
-    return f"pid {pid} (`{' '.join(map(str, argv))}`) for {held:.1f} s"
 
 
 _T = TypeVar("_T")
@@ -139,10 +86,6 @@ def _writing(run: str, write: Callable[[], _T]) -> _T:
     raise AssertionError("not reached")
 
 
-def _tell(message: str) -> None:
-    print(f"gitwal: {message}", file=sys.stderr, flush=True)
-
-
 @dataclass(frozen=True)
 class Ref:
     """An object a record names, to be kept reachable from the append commit."""
@@ -162,7 +105,7 @@ class Store(Chain):
         self._key: SigningKey | Literal[False] | None = False  # False: not looked up yet
         # How long ``locked()`` waits: "config" reads wal.waitTimeout; None waits for ever.
         self.wait_timeout: float | Literal["config"] | None = "config"
-        self.notify: Callable[[str], None] = _tell  # says who holds the lock while we wait
+        self.notify: Callable[[str], None] = tell  # says who holds the lock while we wait
 
     # -- writing -----------------------------------------------------------
 
@@ -173,66 +116,15 @@ class Store(Chain):
         The kernel drops the lock when the holder dies (even by SIGKILL), so a
         ``refs/wal/<run>.lock`` found while we hold it is stale by definition.
         ``wait``: False refuses at once when the lock is held; otherwise wait
-        up to ``timeout`` seconds (None: :attr:`wait_timeout`), saying after
-        :data:`TELL_AFTER` seconds who holds it. The holder writes its pid,
-        command line and start time into the lock file (docs/format.md).
+        up to ``timeout`` seconds (None: :attr:`wait_timeout`), saying after a
+        second who holds it (gitwal/locks.py).
         """
-        path = self._lock_path()
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            self._acquire(fd, path, wait, timeout)
-            # Not durable on purpose: it only tells a waiter who holds the lock.
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, _holder_line(), 0)
-            try:
-                yield
-            finally:
-                os.ftruncate(fd, 0)  # still held: no waiter reads a stale holder
-        finally:
-            os.close(fd)
-
-    def _lock_path(self) -> Path:
-        d = lock_dir(self.repo)
-        if not d.is_dir():
-            makedirs_durable(d)
-        return d / f"{self.run}.lock"
-
-    def _acquire(self, fd: int, path: Path, wait: bool, timeout: float | None) -> None:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if not wait:
-                raise RunBusy(
-                    f"run {self.run} is in use by another live gitwal process: "
-                    f"{describe_holder(path)}",
-                    "wait for it to finish, or stop it, then run the command again",
-                ) from None
         limit = timeout if timeout is not None else (
             config_wait_timeout(self.repo) if self.wait_timeout == "config"
             else self.wait_timeout)
-        start = time.monotonic()
-        pause, told = 0.002, False
-        while True:
-            waited = time.monotonic() - start
-            if limit is not None and waited >= limit:
-                raise LockTimeout(
-                    f"run {self.run} is still held by {describe_holder(path)}; "
-                    f"gave up after {waited:.1f} s",
-                    "wait for that process to finish (or stop it), or pass a longer "
-                    "--wait-timeout (git config wal.waitTimeout)",
-                )
-            if not told and waited >= TELL_AFTER:
-                self.notify(f"waiting for run {self.run}: held by {describe_holder(path)}")
-                told = True
-            time.sleep(min(pause, _POLL_MAX) if limit is None
-                       else max(0.0, min(pause, _POLL_MAX, limit - waited)))
-            pause *= 2
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return
-            except BlockingIOError:
-                continue
+        with run_lock(lock_dir(self.repo) / f"{self.run}.lock", self.run, wait, limit,
+                      self.notify):
+            yield
 
     def _command_lock(self, lsn: Lsn) -> Path:
         return lock_dir(self.repo) / f"{self.run}.{lsn}.cmd"
@@ -248,10 +140,7 @@ class Store(Chain):
         (:meth:`command_running`), from whichever worktree it runs. Not
         durable on purpose: after a power loss no command runs.
         """
-        path = self._command_lock(lsn)
-        if not path.parent.is_dir():
-            makedirs_durable(path.parent)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self._command_lock(lsn), os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield fd
@@ -438,6 +327,13 @@ class Store(Chain):
         except pygit2.GitError as e:
             if "does not match" in str(e):
                 raise RunBusy(self._moved_msg(), "re-read the log and try again") from None
+            if "doesn't exist" in str(e) or "does not exist" in str(e):
+                # libgit2 checks the target: pruned between its write and now.
+                raise AppendLost(
+                    f"commit {str(commit)[:12]} for run {self.run} was removed by a "
+                    "concurrent `git gc --prune=now` before the log's ref could name it; "
+                    "nothing was appended", "run the command again",
+                ) from None
             raise
         except OSError as e:
             if "lock" in str(e):

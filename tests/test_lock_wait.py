@@ -85,6 +85,10 @@ def test_wait_timeout_ends_the_wait(repo: Path, tmp_path: Path) -> None:
     assert not (repo / "f.txt").exists() and not (repo / "g.txt").exists()
     git(repo, "config", "wal.waitTimeout", "soon")
     bad = wal(repo, "apply", "--run", "r", "write-file", "f.txt", input=b"x\n")
-    assert bad.returncode == 0  # the lock was free: no wait, the setting is not read
+    assert bad.returncode == 1 and bad.stderr == (
+        "error: wal.waitTimeout is 'soon', not a number of seconds\n"
+        "hint: fix it with `git config wal.waitTimeout SECONDS`\n")
+    git(repo, "config", "--unset", "wal.waitTimeout")
+    ok(repo, "apply", "--run", "r", "write-file", "f.txt", input=b"x\n")
     rows = [json.loads(line) for line in ok(repo, "log", "--run", "r", "--json").splitlines()]
     assert [r["type"] for r in rows] == ["plan", "intent", "commit", "intent", "commit"]
