@@ -111,8 +111,8 @@ def status(run_id: str | None, as_json: bool) -> None:
         return
     click.echo(f"run {st.run}: {st.task}")
     if st.worktree is not None:
-        click.echo(f"  worktree: {st.worktree[1]}" + (f" ({st.worktree[0]})"
-                                                       if st.worktree[0] else ""))
+        click.echo(f"  worktree: {_shown(st.worktree[1])}" + (
+            f" ({_shown(st.worktree[0])})" if st.worktree[0] else ""))
     if st.sealed:
         click.echo(f"  sealed at LSN {st.sealed}: finished, nothing may be appended")
     if st.checkpoint:
@@ -143,12 +143,17 @@ def runs(as_json: bool) -> None:
             continue
         mark = "*" if info.current else " "
         if info.damaged is not None:
-            click.echo(f"{mark} {info.run}  DAMAGED: {info.damaged} "
+            click.echo(f"{mark} {info.run}  DAMAGED: {_shown(info.damaged)} "
                        f"(`git wal repair {info.run}`)")
             continue
         flag = f"  {len(info.open_intents)} open" if info.open_intents else ""
-        where = f"  [{info.worktree[1]}]" if info.worktree is not None else ""
+        where = f"  [{_shown(info.worktree[1])}]" if info.worktree is not None else ""
         click.echo(f"{mark} {info.run}  {info.records} records{flag}  {info.task}{where}")
+
+
+def _shown(text: str) -> str:
+    """Text read from a log, safe on a terminal (no control characters)."""
+    return text if text.isprintable() else repr(text)
 
 
 def _worktree(wt: tuple[str, str] | None) -> dict[str, str] | None:
