@@ -21,6 +21,12 @@ RECORD_NAME_LEN = LSN_DIGITS + len(".json")  # <lsn:012d>.json
 UNTRUSTED = "the log was damaged or rewritten outside gitwal; nothing past it is trusted"
 
 
+def repair_hint(run: str) -> str:
+    """For a log whose objects are missing (a concurrent `git gc --prune=now`, a disk)."""
+    return (f"objects of the log are missing; `git wal repair {run}` cuts the log back to "
+            "its newest intact record (and says what was lost)")
+
+
 def common_dir(repo: pygit2.Repository) -> Path:
     """The git dir shared by all worktrees (refs and objects live there)."""
     gitdir = Path(repo.path)
@@ -28,6 +34,15 @@ def common_dir(repo: pygit2.Repository) -> Path:
     if common.exists():
         return (gitdir / common.read_text().strip()).resolve()
     return gitdir
+
+
+def worktree_name(repo: pygit2.Repository) -> str:
+    """This worktree's stable identity: its name under ``<common>/worktrees/``,
+    or "" for the main worktree (no linked worktree can be named "")."""
+    gitdir = Path(repo.path).resolve()
+    if gitdir == common_dir(repo).resolve():
+        return ""
+    return gitdir.name
 
 
 class Chain:
@@ -90,6 +105,17 @@ class Chain:
                              UNTRUSTED)
         return plan
 
+    def root_plan(self, head: CommitId) -> Plan:
+        """The run's plan without decoding the chain: walk the parents to the
+        root (the plan, or the checkpoint a compaction left) and read it."""
+        oid = head
+        while True:
+            commit = self._commit(oid)
+            parents = commit.parent_ids
+            if not parents:
+                return self.plan(self._commit_records(commit)[0])
+            oid = CommitId(str(parents[0]))
+
     def _require_head(self) -> CommitId:
         head = self.head()
         if head is None:
@@ -116,6 +142,8 @@ class Chain:
         while oid is not None:
             commit = self._commit(oid)
             batch = self._commit_raw(commit)
+            if oid is head:
+                self.check_named(commit)
             cps = [i for i, (r, _) in enumerate(batch) if isinstance(r, Checkpoint)]
             if stop_at_checkpoint and cps:
                 out.extend(reversed(batch[cps[-1] :]))
@@ -171,13 +199,56 @@ class Chain:
         self._newest = (head, records)
         return list(records)
 
+    def validated(self, head: CommitId) -> list[tuple[Record, bytes]]:
+        """Every record from ``head`` back to the root, validated as a chain."""
+        return self._walk(head, stop_at_checkpoint=False)
+
+    def append_problem(self, oid: str) -> str | None:
+        """Why one append cannot be trusted on its own (its commit, tree, a
+        record or an object it names is missing or foreign), or None."""
+        try:
+            commit = self._commit(oid)
+            self._commit_raw(commit)
+            self.check_named(commit)
+        except CorruptLog as e:
+            return e.message
+        return None
+
+    def parents_present(self, head: CommitId) -> tuple[list[CommitId], bool]:
+        """The commits from ``head`` back, newest first, as far as they exist;
+        True when the walk reached the root (no commit on the way is missing)."""
+        out: list[CommitId] = []
+        oid: str | None = head
+        while oid is not None:
+            try:
+                obj = self.repo.get(oid)
+            except ValueError:
+                obj = None
+            if not isinstance(obj, pygit2.Commit):
+                return out, False
+            out.append(CommitId(oid))
+            oid = str(obj.parent_ids[0]) if obj.parent_ids else None
+        return out, True
+
+    def check_named(self, commit: pygit2.Commit) -> None:
+        """Every object the append names is present (the newest append is the
+        one a concurrent prune can hit; cheap: one existence check each)."""
+        odb = self.repo.odb
+        for entry in commit.tree:
+            if entry.id not in odb:
+                raise CorruptLog(
+                    f"log {self.ref_name}: commit {str(commit.id)[:12]}: object "
+                    f"{str(entry.id)[:12]} ({entry.name}) is missing from the repository",
+                    repair_hint(self.run))
+
     def _commit(self, oid: str | pygit2.Oid) -> pygit2.Commit:
         try:
             obj = self.repo.get(oid if isinstance(oid, pygit2.Oid) else pygit2.Oid(hex=oid))
         except ValueError:
             obj = None
         if obj is None:
-            raise self._corrupt(str(oid), "object is missing from the repository")
+            raise CorruptLog(f"log {self.ref_name}: commit {str(oid)[:12]}: object is "
+                             "missing from the repository", repair_hint(self.run))
         if not isinstance(obj, pygit2.Commit):
             raise self._corrupt(str(oid), f"expected a commit, found a {obj.type_str}")
         return obj
@@ -191,7 +262,8 @@ class Chain:
         try:
             tree = commit.tree
         except (KeyError, pygit2.GitError):
-            raise self._corrupt(str(commit.id), "its tree is missing") from None
+            raise CorruptLog(f"log {self.ref_name}: commit {str(commit.id)[:12]}: its tree "
+                             "is missing", repair_hint(self.run)) from None
         batch: list[tuple[Record, bytes]] = []
         for entry in tree:
             name = entry.name or ""
@@ -210,7 +282,7 @@ class Chain:
                 data = None
             if data is None:
                 raise CorruptLog(f"{self._where(commit, lsn)}: record blob is missing or "
-                                 "not a blob", UNTRUSTED)
+                                 "not a blob", repair_hint(self.run))
             rec = decode(data, self._where(commit, lsn))
             if rec.lsn != lsn or rec.run != self.run:
                 raise CorruptLog(

@@ -11,6 +11,7 @@ EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_IN_DOUBT = 3
+EXIT_LOCK_TIMEOUT = 4  # the run lock stayed busy past --wait-timeout
 
 
 class WalError(Exception):

@@ -48,6 +48,10 @@ class Plan:
     base: str  # commit id of HEAD when the run began
     branch: str | None  # None when HEAD was detached
     steps: tuple[str, ...] = ()
+    # The worktree the run started in and is bound to: (name, path). name is
+    # the linked worktree's name under <common dir>/worktrees/, "" for the
+    # main one. None: a log written before runs were bound (encoded only when set).
+    worktree: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -168,7 +172,7 @@ def type_name(record: Record) -> str:
 
 # Fields added to the format after version 1 shipped: encoded only when they
 # carry something, so records without them stay byte-identical (and canonical).
-OPTIONAL_FIELDS = frozenset({"saved", "auth"})
+OPTIONAL_FIELDS = frozenset({"saved", "auth", "worktree"})
 
 
 def to_dict(record: Record) -> dict[str, Any]:
@@ -179,6 +183,9 @@ def to_dict(record: Record) -> dict[str, Any]:
         if name in OPTIONAL_FIELDS and not value:
             continue
         out[name] = [_plain(v) for v in value] if isinstance(value, tuple) else value
+    if isinstance(record, Plan) and "worktree" in out:
+        wt = out["worktree"]
+        out["worktree"] = {"name": wt[0], "path": wt[1]}
     return out
 
 
@@ -332,7 +339,13 @@ def _build(cls: type[Record], body: dict[str, Any]) -> Record:
         base = req("base", str)
         if not is_object_id(base):
             raise ValueError("base is not a commit id")
-        return Plan(run, lsn, req("task", str), base, branch, tuple(steps))
+        worktree = None
+        if "worktree" in body:
+            wt = req("worktree", dict)
+            if set(wt) != {"name", "path"} or not all(isinstance(v, str) for v in wt.values()):
+                raise ValueError("worktree must be an object with string name and path")
+            worktree = (wt["name"], wt["path"])
+        return Plan(run, lsn, req("task", str), base, branch, tuple(steps), worktree)
     if cls is Intent:
         target = tuple(req("target", list))
         if not target or not all(isinstance(t, str) for t in target):

@@ -153,7 +153,7 @@ class Report:
                     "lsn": o.lsn, "tool": o.tool, "args": o.args, "target": list(o.target),
                     "outcome": o.outcome, "action": o.action, "detail": o.detail,
                     "changed": list(o.changed), "open": o.open, "step": o.step,
-                    "redo": redo_command(o.tool, o.args, o.step),
+                    "redo": redo_command(o.tool, o.args, o.step, self.run),
                     "saved": [{"path": p, "object": oid, "command": cmd}
                               for p, oid, cmd in o.saved],
                 }

@@ -13,26 +13,33 @@ Invariants kept here:
   fsync mode plus the directories it does not sync) before the ref moves;
 * the ref moves by compare-and-swap against the head the writer read, under
   an advisory lock this process holds, so no record is lost or reordered;
-* LSNs are dense: the n-th record of a run has LSN n.
+* LSNs are dense: the n-th record of a run has LSN n;
+* an append whose objects a concurrent ``git gc --prune=now`` removed before
+  its ref moved is undone (the ref is swapped back) and reported, so the ref
+  never stays on a commit that names missing objects (docs/recovery.md).
+
+The run lock and exec command locks live in the common git dir, seen from
+every worktree (locks.py).
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import pygit2
 
 from .authorship import attach
 from .chain import REF_PREFIX, Chain, common_dir
-from .durable import crash_point, fsync_dir, makedirs_durable
+from .durable import crash_point, fsync_dir
 from .errors import CorruptLog, RunBusy, WalError
 from .ids import CommitId, Lsn, RunId
+from .locks import config_wait_timeout, lock_dir, run_lock, tell
 from .records import Intent, Record, Seal, encode, summary
 
 if TYPE_CHECKING:
@@ -46,12 +53,38 @@ pygit2.settings.enable_fsync_gitdir(True)
 
 
 def wal_dir(repo: pygit2.Repository) -> Path:
-    """gitwal's private directory inside this worktree's git dir."""
+    """gitwal's private directory inside this worktree's git dir (``current``)."""
     return Path(repo.path) / "wal"
 
 
 class RunSealed(WalError):
     """The run ends in a seal: nothing may be appended to it, nor its chain rewritten."""
+
+
+class AppendLost(WalError):
+    """A concurrent ``git gc --prune=now`` removed objects of an append; it was undone."""
+
+
+_T = TypeVar("_T")
+_WRITE_TRIES = 3
+
+
+def _writing(run: str, write: Callable[[], _T]) -> _T:
+    """Write objects, trying again when a concurrent ``git gc`` pulled a
+    directory from under libgit2 (it prunes empty ``objects/xx`` dirs); a
+    write of the same content is idempotent. Still failing: a WalError."""
+    for attempt in range(_WRITE_TRIES):
+        try:
+            return write()
+        except (pygit2.GitError, OSError) as e:
+            if attempt == _WRITE_TRIES - 1:
+                raise WalError(
+                    f"could not write objects for run {run}: {e}",
+                    "nothing was appended by this write; run the command again (if it "
+                    f"left a step open, `git wal recover --run {run}` first); a concurrent "
+                    "`git gc --prune=now` can cause this",
+                ) from e
+    raise AssertionError("not reached")
 
 
 @dataclass(frozen=True)
@@ -71,34 +104,31 @@ class Store(Chain):
         self._common = common_dir(repo)
         self._synced_nlink = -1  # st_nlink of objects/ at our last fsync of it
         self._key: SigningKey | Literal[False] | None = False  # False: not looked up yet
+        # How long ``locked()`` waits: "config" reads wal.waitTimeout; None waits for ever.
+        self.wait_timeout: float | Literal["config"] | None = "config"
+        self.notify: Callable[[str], None] = tell  # says who holds the lock while we wait
 
     # -- writing -----------------------------------------------------------
 
     @contextmanager
-    def locked(self, wait: bool = True) -> Iterator[None]:
+    def locked(self, wait: bool = True, timeout: float | None = None) -> Iterator[None]:
         """Hold this run's advisory lock: one live gitwal writer per run.
 
         The kernel drops the lock when the holder dies (even by SIGKILL), so a
         ``refs/wal/<run>.lock`` found while we hold it is stale by definition.
+        ``wait``: False refuses at once when the lock is held; otherwise wait
+        up to ``timeout`` seconds (None: :attr:`wait_timeout`), saying after a
+        second who holds it (gitwal/locks.py).
         """
-        lock_dir = wal_dir(self.repo) / "locks"
-        if not lock_dir.is_dir():
-            makedirs_durable(lock_dir)
-        fd = os.open(lock_dir / f"{self.run}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-            except BlockingIOError:
-                raise RunBusy(
-                    f"run {self.run} is in use by another live gitwal process",
-                    "wait for it to finish, or stop it, then run the command again",
-                ) from None
+        limit = timeout if timeout is not None else (
+            config_wait_timeout(self.repo) if self.wait_timeout == "config"
+            else self.wait_timeout)
+        with run_lock(lock_dir(self.repo) / f"{self.run}.lock", self.run, wait, limit,
+                      self.notify):
             yield
-        finally:
-            os.close(fd)
 
     def _command_lock(self, lsn: Lsn) -> Path:
-        return wal_dir(self.repo) / "locks" / f"{self.run}.{lsn}.cmd"
+        return lock_dir(self.repo) / f"{self.run}.{lsn}.cmd"
 
     @contextmanager
     def command_lock(self, lsn: Lsn) -> Iterator[int]:
@@ -108,8 +138,9 @@ class Store(Chain):
         the process: the lock stays held while the command, or anything it
         started, lives, even after the gitwal process that ran it was killed.
         Recovery must not decide the step while it is held
-        (:meth:`command_running`). Not durable on purpose: after a power loss
-        no command runs.
+        (:meth:`command_running`), from whichever worktree it runs. The lock
+        is not durable (after a power loss no command runs); the file's
+        existence is, before the command starts (:meth:`command_started`).
         """
         path = self._command_lock(lsn)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -161,7 +192,7 @@ class Store(Chain):
 
     def put_blob(self, data: bytes) -> str:
         """Write a blob durably (libgit2 fsyncs the file and its fan-out dir)."""
-        return str(self.repo.create_blob(data))
+        return str(_writing(self.run, lambda: self.repo.create_blob(data)))
 
     def append(
         self,
@@ -185,18 +216,66 @@ class Store(Chain):
             tb.insert(f"{rec.lsn:012d}.json", blob, pygit2.GIT_FILEMODE_BLOB)
         for r in refs:
             mode = pygit2.GIT_FILEMODE_TREE if r.is_tree else pygit2.GIT_FILEMODE_BLOB
-            tb.insert(f"obj-{r.oid}", pygit2.Oid(hex=r.oid), mode)
-        tree = tb.write()
+            try:
+                tb.insert(f"obj-{r.oid}", pygit2.Oid(hex=r.oid), mode)
+            except (pygit2.GitError, ValueError):
+                # Written moments ago, unreachable until this append: pruned.
+                raise AppendLost(
+                    f"object {r.oid[:12]} for the next append to run {self.run} is missing "
+                    "(removed by a concurrent `git gc --prune=now` before the append); "
+                    "nothing was appended", "run the command again",
+                ) from None
+        tree = _writing(self.run, tb.write)
         sig = pygit2.Signature(*_SIGNATURE)
         parents = [pygit2.Oid(hex=expect)] if expect else []
         message = summary(records[-1]) + "\n"
-        commit = self._write_commit(sig, sig, message, tree, parents)
+        commit = _writing(self.run,
+                          lambda: self._write_commit(sig, sig, message, tree, parents))
         self._sync_objects_dir()
         crash_point("mid-append")
         self._move_ref(commit, expect)
         crash_point("after-append")
+        written = self.repo[tree]
+        assert isinstance(written, pygit2.Tree)
+        named = [str(e.id) for e in written]
+        self._check_survived(commit, expect, [str(commit), str(tree), *named],
+                             f"LSN {records[0].lsn}" + (
+                                 f"..{records[-1].lsn}" if len(records) > 1 else ""))
         self._newest = (str(commit), list(records))
         return CommitId(str(commit))
+
+    def _check_survived(self, commit: pygit2.Oid, expect: CommitId | None,
+                        oids: Sequence[str], what: str) -> None:
+        """Undo an append whose objects a concurrent ``git gc`` pruned, and say so.
+
+        gc walks the refs at one instant, then deletes every loose object it
+        did not reach; the objects of an append are unreachable until its ref
+        moves. Checked after the move: an object missing now was pruned, and
+        the previous head (the ref gc saw) is intact, so the ref goes back to
+        it. A fresh object database answers, not this process's cached list
+        of packs (gc may have deleted a pack we still have mapped). What is
+        left: a prune that deletes an object after this check but walked the
+        refs before the move (docs/recovery.md, "Repair").
+        """
+        odb = pygit2.Odb(str(self._common / "objects"))
+        missing = [o for o in oids if pygit2.Oid(hex=o) not in odb]
+        if not missing:
+            return
+        ref = self.repo.references.get(self.ref_name)
+        if ref is not None and ref.target == commit:
+            if expect is None:
+                ref.delete()
+            else:
+                ref.set_target(pygit2.Oid(hex=expect), "gitwal: append undone (objects pruned)")
+            self._sync_ref_dirs(self.ref_name)
+        back = f"back at {expect[:12]}" if expect else "not created"
+        raise AppendLost(
+            f"the append of {what} to run {self.run} was undone: {len(missing)} of its "
+            f"objects (first {missing[0][:12]}) were removed by a concurrent `git gc "
+            f"--prune=now` before the log's ref named them; the log is {back}",
+            f"run the command again (if it left a step open, `git wal recover --run "
+            f"{self.run}` first); avoid `git gc --prune=now` while gitwal writes",
+        )
 
     def _refuse_after_seal(self, head: CommitId, doing: str = "appended to") -> None:
         """Nothing may follow a seal (docs/format.md); every append comes through here."""
@@ -263,6 +342,13 @@ class Store(Chain):
         except pygit2.GitError as e:
             if "does not match" in str(e):
                 raise RunBusy(self._moved_msg(), "re-read the log and try again") from None
+            if "doesn't exist" in str(e) or "does not exist" in str(e):
+                # libgit2 checks the target: pruned between its write and now.
+                raise AppendLost(
+                    f"commit {str(commit)[:12]} for run {self.run} was removed by a "
+                    "concurrent `git gc --prune=now` before the log's ref could name it; "
+                    "nothing was appended", "run the command again",
+                ) from None
             raise
         except OSError as e:
             if "lock" in str(e):
@@ -332,8 +418,23 @@ class Store(Chain):
         return CommitId(str(parent[0]))
 
     def move_head(self, expect: CommitId, new: CommitId) -> None:
-        """Compare-and-swap the live ref, also to a non-descendant (compaction)."""
+        """Compare-and-swap the live ref, also to a non-descendant (compaction, repair).
+
+        A compacted chain's commits were written just now, unreachable until
+        this move: every commit and tree of the new chain is checked as an
+        append's objects are (cheap: one existence check each).
+        """
         self._move_ref(pygit2.Oid(hex=new), expect)
+        oids: list[str] = []
+        oid: str | None = new
+        while oid is not None:
+            oids.append(oid)
+            commit = self.repo.get(oid)
+            if not isinstance(commit, pygit2.Commit):
+                break  # reported as missing by the check below
+            oids.append(str(commit.tree_id))
+            oid = str(commit.parent_ids[0]) if commit.parent_ids else None
+        self._check_survived(pygit2.Oid(hex=new), expect, oids, "a rewritten chain")
 
     def delete_live(self, expect: CommitId) -> None:
         """Delete the live ref if it still points at ``expect`` (caller holds the lock)."""

@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import os
 import secrets
+import shlex
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+import pygit2
+
+from .chain import common_dir, repair_hint, worktree_name
 from .durable import atomic_write, makedirs_durable, unlink_durable
 from .errors import CorruptLog, UnknownRun, WalError
 from .ids import Lsn, RunId, valid_run_id
@@ -25,6 +30,10 @@ def new_run_id() -> RunId:
     return RunId(time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(2))
 
 
+class OtherWorktree(WalError):
+    """The run is bound to another worktree: it may change only that tree."""
+
+
 @dataclass(frozen=True)
 class RunInfo:
     run: RunId
@@ -32,6 +41,8 @@ class RunInfo:
     records: int
     open_intents: tuple[Lsn, ...]
     current: bool
+    worktree: tuple[str, str] | None = None  # (name, path) the run is bound to
+    damaged: str | None = None  # why the log cannot be read (`git wal repair RUN`)
 
 
 @dataclass(frozen=True)
@@ -47,6 +58,7 @@ class Status:
     unlogged: tuple[Lsn, ...] = ()  # `unlogged` records: changes with no durable intent
     missed: tuple[Lsn, ...] = ()  # committed intents whose commit recorded another post
     sealed: Lsn | None = None  # LSN of the seal: the run is finished, nothing may follow
+    worktree: tuple[str, str] | None = None  # (name, path) the run is bound to; None: unbound
 
 
 class Wal:
@@ -76,7 +88,8 @@ class Wal:
             raise WalError(f"run {rid} already exists",
                            "pick another --run id, or omit --run for a fresh one")
         branch = None if self.repo.head_is_detached else self.repo.head.shorthand
-        plan = Plan(rid, Lsn(1), task, str(self.repo.head.target), branch, tuple(steps))
+        plan = Plan(rid, Lsn(1), task, str(self.repo.head.target), branch, tuple(steps),
+                    (worktree_name(self.repo), str(self.wt.root)))
         with store.locked():
             # No log exists and we hold the run lock: a ref lock is a leftover.
             store.clear_stale_ref_lock()
@@ -84,15 +97,67 @@ class Wal:
         self._set_current(rid)
         return Run(store, self.wt)
 
-    def run(self, run_id: str | None = None) -> Run:
-        """The named run, or the current one."""
+    def run(self, run_id: str | None = None, *, read_only: bool = False,
+            wait_timeout: float | None = None) -> Run:
+        """The named run, or the current one.
+
+        Unless ``read_only``, the run must belong to this worktree: its log is
+        shared by every worktree, but its steps changed the tree it began in,
+        and only that tree may be written, judged or restored for it. This is
+        the one place that is enforced. ``wait_timeout``: how long its writers
+        wait for the run lock (None: ``git config wal.waitTimeout``, else for ever).
+        """
         rid = RunId(run_id) if run_id else self.current()
         if not valid_run_id(rid):
             raise UnknownRun(f"invalid run id {rid!r}", "list runs with `git wal runs`")
         store = Store(self.repo, rid)
         if not store.exists():
             raise UnknownRun(f"no run {rid}", "list runs with `git wal runs`")
+        if wait_timeout is not None:
+            store.wait_timeout = wait_timeout
+        if not read_only:
+            head = store.head()
+            assert head is not None
+            self._refuse_other_worktree(rid, store.root_plan(head).worktree)
+            # Nothing is written on top of (or in the name of) a damaged head.
+            problem = store.append_problem(head)
+            if problem is not None:
+                raise CorruptLog(problem, repair_hint(rid))
         return Run(store, self.wt)
+
+    def _refuse_other_worktree(self, rid: RunId, bound: tuple[str, str] | None) -> None:
+        """A run bound to another worktree (by name: a moved repository keeps it)."""
+        if bound is None or bound[0] == worktree_name(self.repo):
+            return  # an old log, unbound, works from anywhere as it always did
+        name, logged = bound
+        which = "the main worktree" if name == "" else f"worktree {name!r}"
+        found = self._worktree_path(name)
+        # The path shown is git's own record of that worktree when there is
+        # one; the log's (possibly fetched) text only quoted, as a last resort.
+        where = str(found) if found is not None else logged
+        shown = shlex.quote(where if where.isprintable() else repr(where))
+        absent = "" if found is not None else " (no such worktree in this repository now)"
+        raise OtherWorktree(
+            f"run {rid} belongs to {which} at {shown}{absent}, not to this one "
+            f"({self.wt.root}); it may change only the tree it began in",
+            f"run the command there: cd {shown} && git wal ... --run {rid} "
+            f"(`git wal status --run {rid}` works from anywhere)",
+        )
+
+    def _worktree_path(self, name: str) -> Path | None:
+        """The working tree of this repository's worktree ``name`` ("" = main),
+        from git's own records, never from a log; None if there is none."""
+        common = common_dir(self.repo)
+        if name == "":
+            main = pygit2.Repository(str(common))
+            return None if main.workdir is None else Path(main.workdir).resolve()
+        if "/" in name or name in (".", "..") or not name.isprintable():
+            return None
+        try:
+            gitfile = Path((common / "worktrees" / name / "gitdir").read_text().strip())
+        except OSError:
+            return None
+        return gitfile.parent.resolve() if gitfile.parent.is_dir() else None
 
     def current(self) -> RunId:
         path = wal_dir(self.repo) / "current"
@@ -125,13 +190,21 @@ class Wal:
             current = None
         out = []
         for rid in list_runs(self.repo):
-            st = self.status(rid)
-            out.append(RunInfo(rid, st.task, st.records, st.open, rid == current))
+            # One damaged log is reported as such; it never hides the others.
+            try:
+                st = self.status(rid)
+            except UnknownRun:
+                continue  # dropped since we listed it
+            except WalError as e:  # CorruptLog, or anything else one log can raise
+                out.append(RunInfo(rid, "", 0, (), rid == current, damaged=e.message))
+                continue
+            out.append(RunInfo(rid, st.task, st.records, st.open, rid == current,
+                               st.worktree))
         return out
 
     def status(self, run_id: str | None = None) -> Status:
         """Intents after the newest checkpoint (the cost does not grow before it)."""
-        run = self.run(run_id)
+        run = self.run(run_id, read_only=True)
         records = run.store.segment()
         plan = run.store.plan(records[0])
         cp = records[0] if isinstance(records[0], Checkpoint) else None
@@ -150,6 +223,7 @@ class Wal:
             tuple(i for i in intents if isinstance(c := closed.get(i), Commit)
                   and posts[i] is not None and c.post != posts[i]),
             records[-1].lsn if isinstance(records[-1], Seal) else None,
+            plan.worktree,
         )
 
     def history(self, run_id: str | None = None) -> list[tuple[Record, bytes]]:
@@ -194,6 +268,22 @@ class Wal:
             return Recovery(run.store, self.wt, redo, restore, inside).run()
 
     def report(self, run_id: str | None = None) -> Report:
-        """The same report without changing anything (for `git wal prompt`)."""
-        run = self.run(run_id)
-        return Recovery(run.store, self.wt, False, False).run(dry_run=True)
+        """The same report without changing anything (for `git wal prompt`).
+
+        From another worktree it judges the run's own tree, never this one."""
+        run = self.run(run_id, read_only=True)
+        head = run.store.head()
+        assert head is not None
+        bound = run.store.root_plan(head).worktree
+        wt = self.wt
+        if bound is not None and bound[0] != worktree_name(self.repo):
+            # The run's own tree, found through git's records of this
+            # repository's worktrees (a log's path could name any directory).
+            path = self._worktree_path(bound[0])
+            own = Wal(path) if path is not None else None
+            if own is None or worktree_name(own.repo) != bound[0] or \
+                    common_dir(own.repo).resolve() != common_dir(self.repo).resolve():
+                self._refuse_other_worktree(run.id, bound)
+            assert own is not None
+            wt = own.wt
+        return Recovery(run.store, wt, False, False).run(dry_run=True)

@@ -257,8 +257,7 @@ def test_unknown_run(started: Path, run_id: str, needle: str, args: list[str]) -
 
 # -- a damaged log -------------------------------------------------------------
 
-READERS = [["log"], ["log", "--json"], ["status"], ["status", "--json"], ["recover"],
-           ["runs"]]
+READERS = [["log"], ["log", "--json"], ["status"], ["status", "--json"], ["recover"]]
 SOME_READERS = [["log", "--json"], ["status"], ["recover"]]
 FEW_READERS = [["log", "--json"], ["recover"]]
 WRITER = ["apply", "ensure-line", "notes.txt", "after-corruption"]
@@ -271,6 +270,12 @@ def assert_log_refused(repo: Path, commands: Sequence[Sequence[str]], *needles: 
         proc = wal(repo, *args)
         assert_error(proc, 1, *needles)
         assert state(repo, watch) == before, args
+    # `runs` never fails as a whole: it marks the damaged run and says why.
+    runs = wal(repo, "runs")
+    assert runs.returncode == 0 and runs.stderr == "", runs.stderr
+    [line] = runs.stdout.splitlines()
+    assert " DAMAGED: " in line and "(`git wal repair r1`)" in line
+    assert all(n in line for n in needles), line
 
 
 @pytest.mark.parametrize("garbage", [
@@ -322,7 +327,7 @@ def test_missing_record_object(started: Path) -> None:
     assert loose.is_file(), "gitwal writes loose objects"
     loose.unlink()
     assert subprocess.run(["git", "cat-file", "-e", blob], cwd=started).returncode != 0
-    assert_log_refused(started, [*SOME_READERS, ["runs"]], "missing")
+    assert_log_refused(started, SOME_READERS, "missing")
 
 
 def test_record_entry_is_not_a_blob(started: Path) -> None:

@@ -107,6 +107,29 @@ def test_plan_encodes_to_exact_bytes() -> None:
     ).encode("utf-8")
 
 
+def test_plan_worktree_is_encoded_only_when_set() -> None:
+    old = Plan(RunId("r1"), Lsn(1), "t", A, "main")
+    bound = dataclasses.replace(old, worktree=("feature", "/src/feature ä"))
+    assert b"worktree" not in encode(old)  # older plans stay byte-identical
+    assert encode(bound) == (
+        '{"base":"' + A + '","branch":"main","lsn":1,"run":"r1","steps":[],'
+        '"task":"t","type":"plan","v":1,"worktree":{"name":"feature","path":"/src/feature ä"}}'
+    ).encode("utf-8")
+    assert decode(encode(bound), WHERE) == bound
+    assert decode(encode(old), WHERE) == old
+    main_wt = dataclasses.replace(old, worktree=("", "/src/repo"))
+    assert decode(encode(main_wt), WHERE) == main_wt
+
+
+@pytest.mark.parametrize("value", ['null', '"x"', '{"name":"a"}', '{"name":1,"path":"p"}',
+                                   '{"name":"a","path":"p","x":1}'])
+def test_plan_worktree_malformed_is_refused(value: str) -> None:
+    raw = encode(Plan(RunId("r1"), Lsn(1), "t", A, "main"))[:-1] + (
+        ',"worktree":' + value + "}").encode()
+    with pytest.raises(CorruptLog):
+        decode(raw, WHERE)
+
+
 def test_non_ascii_is_raw_utf8() -> None:
     data = encode(PLAN)
     assert "getUserById → fetchUser, ünïcödé".encode() in data

@@ -176,3 +176,4 @@ from . import mcp  # noqa: E402, F401  # isort: skip  (registers mcp, mcp-config
 
 __all__ = ["checkpoints", "hooks", "inspect", "main", "recover", "steps", "verify"]
 from . import agents  # noqa: E402, F401  # isort: skip  (registers install, uninstall, hook)
+from . import repair  # noqa: E402, F401  # isort: skip  (registers repair)

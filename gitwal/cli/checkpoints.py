@@ -10,7 +10,7 @@ from .. import checkpoint as cp
 from ..errors import EXIT_IN_DOUBT, UnknownRun
 from ..wal import Wal
 from . import emit_json, handled, main
-from .steps import CHECK, JSON, RUN
+from .steps import CHECK, JSON, RUN, WAIT
 
 
 def _result(r: cp.CheckpointResult) -> dict[str, object]:
@@ -26,12 +26,14 @@ def _result(r: cp.CheckpointResult) -> dict[str, object]:
               help="Keep the commit under refs/wal-checkpoints/ instead of on the branch.")
 @click.option("--include-unlogged", is_flag=True,
               help="Commit changes no step explains too, and record their paths.")
+@WAIT
 @JSON
 @handled
 def checkpoint_(run_id: str | None, message: str | None, check: str | None, detached: bool,
-                include_unlogged: bool, as_json: bool) -> None:
+                include_unlogged: bool, wait_timeout: float | None, as_json: bool) -> None:
     """Commit the working tree the log explains; append a checkpoint record."""
-    r = cp.checkpoint(Wal(".").run(run_id), message, check, detached, include_unlogged)
+    r = cp.checkpoint(Wal(".").run(run_id, wait_timeout=wait_timeout), message, check,
+                      detached, include_unlogged)
     if as_json:
         emit_json(_result(r))
         return
@@ -44,11 +46,13 @@ def checkpoint_(run_id: str | None, message: str | None, check: str | None, deta
 @main.command()
 @RUN
 @click.option("--drop", "drop_", is_flag=True, help="Discard old records instead of archiving.")
+@WAIT
 @JSON
 @handled
-def compact(run_id: str | None, drop_: bool, as_json: bool) -> None:
+def compact(run_id: str | None, drop_: bool, wait_timeout: float | None,
+            as_json: bool) -> None:
     """Start the live chain at the newest checkpoint (archive what came before)."""
-    r = cp.compact(Wal(".").run(run_id), drop=drop_)
+    r = cp.compact(Wal(".").run(run_id, wait_timeout=wait_timeout), drop=drop_)
     if as_json:
         emit_json({"live_from": r.live_from, "archived": r.archived, "moved": r.moved})
     elif not r.moved:
@@ -86,10 +90,11 @@ def gate(run_id: str | None, auto_checkpoint: bool, detached: bool, as_json: boo
 
 @main.command("drop")
 @click.argument("run_id", metavar="RUN")
+@WAIT
 @handled
-def drop_(run_id: str) -> None:
+def drop_(run_id: str, wait_timeout: float | None) -> None:
     """Delete a run's live log on purpose (archived first, never lost)."""
     wal = Wal(".")
-    name = cp.drop(wal.run(run_id))
+    name = cp.drop(wal.run(run_id, wait_timeout=wait_timeout))
     wal.forget_current(run_id)
     click.echo(f"run {run_id} dropped; its records are kept under {name}")

@@ -63,7 +63,8 @@ def log_rows(records: list[tuple[Record, bytes]]) -> list[dict[str, Any] | bytes
 def log(run_id: str | None, everything: bool, as_json: bool) -> None:
     """Show the run's records, oldest first."""
     wal = Wal(".")
-    records = wal.history(run_id) if everything else wal.run(run_id).store.raw_records()
+    records = (wal.history(run_id) if everything
+               else wal.run(run_id, read_only=True).store.raw_records())
     if as_json:
         out = sys.stdout.buffer
         for row in log_rows(records):
@@ -108,9 +109,13 @@ def status(run_id: str | None, as_json: bool) -> None:
                    "committed": list(st.committed), "aborted": list(st.aborted),
                    "open": list(st.open), "next_lsn": st.next_lsn,
                    "checkpoint": st.checkpoint, "unlogged": list(st.unlogged),
-                   "prediction_miss": list(st.missed), "sealed": st.sealed})
+                   "prediction_miss": list(st.missed), "sealed": st.sealed,
+                   "worktree": _worktree(st.worktree)})
         return
     click.echo(f"run {st.run}: {safe(st.task)}")
+    if st.worktree is not None:
+        click.echo(f"  worktree: {_shown(st.worktree[1])}" + (
+            f" ({_shown(st.worktree[0])})" if st.worktree[0] else ""))
     if st.sealed:
         click.echo(f"  sealed at LSN {st.sealed}: finished, nothing may be appended")
     if st.checkpoint:
@@ -136,8 +141,24 @@ def runs(as_json: bool) -> None:
     for info in Wal(".").runs():
         if as_json:
             emit_json({"run": info.run, "task": info.task, "records": info.records,
-                       "open": list(info.open_intents), "current": info.current})
-        else:
-            mark = "*" if info.current else " "
-            flag = f"  {len(info.open_intents)} open" if info.open_intents else ""
-            click.echo(f"{mark} {info.run}  {info.records} records{flag}  {safe(info.task)}")
+                       "open": list(info.open_intents), "current": info.current,
+                       "worktree": _worktree(info.worktree), "damaged": info.damaged})
+            continue
+        mark = "*" if info.current else " "
+        if info.damaged is not None:
+            click.echo(f"{mark} {info.run}  DAMAGED: {_shown(info.damaged)} "
+                       f"(`git wal repair {info.run}`)")
+            continue
+        flag = f"  {len(info.open_intents)} open" if info.open_intents else ""
+        where = f"  [{_shown(info.worktree[1])}]" if info.worktree is not None else ""
+        click.echo(f"{mark} {info.run}  {info.records} records{flag}  {safe(info.task)}{where}")
+
+
+def _shown(text: str) -> str:
+    """Text read from a log, safe on a terminal (no control characters)."""
+    return text if text.isprintable() else repr(text)
+
+
+def _worktree(wt: tuple[str, str] | None) -> dict[str, str] | None:
+    """The worktree a run is bound to, as in the plan record (docs/format.md)."""
+    return None if wt is None else {"name": wt[0], "path": wt[1]}

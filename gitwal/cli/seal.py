@@ -7,16 +7,17 @@ import click
 from .. import seal as sealing
 from ..wal import Wal
 from . import emit_json, handled, main
-from .steps import JSON, RUN
+from .steps import JSON, RUN, WAIT
 
 
 @main.command()
 @RUN
+@WAIT
 @JSON
 @handled
-def seal(run_id: str | None, as_json: bool) -> None:
+def seal(run_id: str | None, wait_timeout: float | None, as_json: bool) -> None:
     """Append the run's final, signed seal record; nothing may be appended after it."""
-    r = sealing.seal(Wal(".").run(run_id))
+    r = sealing.seal(Wal(".").run(run_id, wait_timeout=wait_timeout))
     if as_json:
         emit_json({"lsn": r.lsn, "last": r.last, "head": r.head, "tree": r.tree,
                    "commit": r.commit, "fingerprint": r.fingerprint})

@@ -19,6 +19,10 @@ TIMEOUT = click.option(
     "--timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
     help="Kill the command or check (its whole process group) after SECONDS and "
          "abort the step (default: git config wal.commandTimeout, else no limit).")
+WAIT = click.option("--wait-timeout", "wait_timeout", type=click.FloatRange(min=0),
+                    metavar="SECONDS",
+                    help="Give up (exit 4) when another process holds the run longer "
+                         "(default: git config wal.waitTimeout, else wait).")
 STEP = click.option("--step", "step", type=click.IntRange(min=1), metavar="N",
                     help="The plan step (1-based) this step carries out.")
 
@@ -53,18 +57,19 @@ def _report(result: StepResult, as_json: bool) -> None:
 @CHECK
 @TIMEOUT
 @STEP
+@WAIT
 @JSON
 @click.pass_context
 def apply(ctx: click.Context, run_id: str | None, check: str | None, timeout: float | None,
-          step: int | None, as_json: bool) -> None:
+          step: int | None, wait_timeout: float | None, as_json: bool) -> None:
     """Apply one end-state tool as a logged, verified step."""
     ctx.obj = {"run": run_id, "check": check, "timeout": timeout, "step": step,
-               "json": as_json}
+               "json": as_json, "wait": wait_timeout}
 
 
 def _apply(ctx: click.Context, tool: str, **args: Any) -> None:
     opts = ctx.obj
-    run = Wal(".").run(opts["run"])
+    run = Wal(".").run(opts["run"], wait_timeout=opts["wait"])
     _report(run.apply(tool, check=opts["check"], step=opts["step"], timeout=opts["timeout"],
                       **args), opts["json"])
 
@@ -146,13 +151,14 @@ def move_file(ctx: click.Context, src: str, dst: str) -> None:
 @click.option("--watch", "watch", multiple=True, metavar="PATH",
               help="Include ignored files under PATH in the step's snapshots, so a "
                    "command that changes only those is seen (repeatable).")
+@WAIT
 @JSON
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
 @handled
 def exec_(run_id: str | None, check: str | None, timeout: float | None, idempotent: bool,
-          step: int | None, watch: tuple[str, ...], as_json: bool,
-          argv: tuple[str, ...]) -> None:
+          step: int | None, watch: tuple[str, ...], wait_timeout: float | None,
+          as_json: bool, argv: tuple[str, ...]) -> None:
     """Run a shell command as a logged step (snapshots before and after)."""
-    run = Wal(".").run(run_id)
+    run = Wal(".").run(run_id, wait_timeout=wait_timeout)
     _report(run.exec(list(argv), check=check, idempotent=idempotent, step=step,
                      timeout=timeout, watch=watch), as_json)
