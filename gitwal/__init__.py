@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import WalError
 
 if TYPE_CHECKING:
-    from .recovery import Report
+    from .report import Report
     from .run import Run, StepResult
     from .wal import RunInfo, Status, Wal
 

@@ -13,7 +13,7 @@ from .display import safe
 
 if TYPE_CHECKING:
     from .records import Intent
-    from .recovery import Outcome, Report
+    from .report import Outcome, Report
 
 
 _NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}

@@ -1,19 +1,23 @@
 """Recovery: decide, for every open intent, whether it landed, and repair.
 
-Decision table (docs/recovery.md is the normative copy):
+Decision table for file tools (docs/recovery.md is the normative copy; shell
+steps: recovery_exec.py). Each target holds the step's own bytes (pre, post,
+a torn prefix of post), another run's committed change, or someone else's:
 
-==========================  ==========================  ===========================
-state of the target(s)      outcome                     what recovery does
-==========================  ==========================  ===========================
-all == post                 applied-missing-commit      re-run the check; commit
-all == pre                  not-applied                 redo if --redo and replay
-                                                        safe; else abort (redo it)
-anything else               torn                        restore pre-images, then
-                                                        as not-applied
-exec, tree == pre tree      not-applied                 as above (redo: re-run)
-exec, tree differs          in-doubt                    list changed paths; restore
-                                                        them only with --restore
-==========================  ==========================  ===========================
+====================================  ===============  ===========================
+targets                               outcome          what recovery does
+====================================  ===============  ===========================
+all post                              applied-missing  re-run the check; commit
+                                      -commit
+all pre                               not-applied      redo if --redo; else abort
+only pre, post, torn post             torn             restore ours; as not-applied
+another run's, none foreign           superseded       restore ours; abort; no redo
+any foreign                           in-doubt         nothing written (exit 3);
+                                                       --restore saves, then restores
+====================================  ===============  ===========================
+
+The images of an intent this clone did not write (authorship.py) are never
+written: such an intent is decided by hash alone.
 
 Recovery touches only paths the log names (and gitwal's own temp files next to
 them), and only in the ways the report states.
@@ -21,158 +25,46 @@ them), and only in the ways the report states.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any
-
-import pygit2
-
 from .agent_call import agent_tag
 from .authorship import foreign_command, written_here
 from .chain import Chain
 from .durable import crash_point
-from .effects import apply_post, missing_images, restore_pre, run_check, run_command
+from .effects import apply_post, missing_images, restore_pre, run_check
 from .errors import RunBusy, WalError
-from .ids import CommitId, Lsn, TreeId
+from .ids import CommitId, Lsn
 from .overwrite import (
     DIRECTORY,
     SPECIAL,
     Kept,
     Saved,
-    bring_back_tree,
     describe,
     found,
-    restore_plan,
-    restore_tree,
     save,
     torn_prefix,
 )
-from .prompt import redo_command, remaining_steps, render
-from .records import REPLAY_SAFE, Abort, Checkpoint, Commit, Intent, Plan, Record, to_dict
-from .run import watched_paths
+from .records import REPLAY_SAFE, Abort, Checkpoint, Commit, Intent, Record, to_dict
+from .recovery_exec import ExecDecisions
+from .report import (
+    APPLIED,
+    IN_DOUBT,
+    NOT_APPLIED,
+    SUPERSEDED,
+    TORN,
+    Drift,
+    Outcome,
+    Report,
+    committed_states,
+    summarise,
+)
 from .store import Ref, Store, list_runs
-from .worktree import Worktree, tree_state
-
-APPLIED = "applied-missing-commit"
-NOT_APPLIED = "not-applied"
-TORN = "torn"
-IN_DOUBT = "in-doubt"
-SUPERSEDED = "superseded"  # a target now holds another run's committed change
+from .worktree import Worktree
 
 # Whose bytes a target holds (Recovery._kind).
 PRE, POST, TORN_POST, FOREIGN = "pre", "post", "torn-post", "foreign"
 OTHER_RUN = "other-run "
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """What recovery found for one open intent and what it did about it."""
-
-    lsn: Lsn
-    tool: str
-    args: dict[str, Any]
-    target: tuple[str, ...]
-    outcome: str  # APPLIED | NOT_APPLIED | TORN | IN_DOUBT
-    action: str  # committed | redone | aborted | restored | left-open
-    detail: str
-    changed: tuple[str, ...] = ()  # exec: paths that differ from the pre tree
-    open: bool = False  # still open after recovery (needs a decision)
-    step: int | None = None  # the plan step the intent carries out
-    # (path, object id, command that brings it back): bytes gitwal did not
-    # write, saved in the log before a forced restore overwrote them
-    saved: tuple[tuple[str, str, str], ...] = ()
-
-
-@dataclass(frozen=True)
-class Drift:
-    """A committed path whose content changed after its commit."""
-
-    path: str
-    lsn: Lsn  # the intent that last committed it
-    expected: str
-    actual: str
-
-
-@dataclass(frozen=True)
-class Report:
-    run: str
-    plan: Plan
-    records: int
-    committed: tuple[Intent, ...]  # committed intents after the newest checkpoint
-    aborted: tuple[Lsn, ...]
-    outcomes: tuple[Outcome, ...]
-    drift: tuple[Drift, ...]
-    cleared_lock: bool
-    removed_temp: tuple[str, ...] = field(default=())
-    checkpoint: Checkpoint | None = None  # the newest checkpoint (the report starts there)
-
-    @property
-    def in_doubt(self) -> bool:
-        return any(o.open for o in self.outcomes)
-
-    @property
-    def last_committed(self) -> Lsn | None:
-        if self.committed:
-            return self.committed[-1].lsn
-        return Lsn(self.checkpoint.covers) if self.checkpoint and self.checkpoint.covers else None
-
-    @property
-    def committed_total(self) -> int:
-        """Committed intents in the whole run, including those behind the checkpoint."""
-        return (self.checkpoint.committed if self.checkpoint else 0) + len(self.committed)
-
-    @property
-    def next_lsn(self) -> Lsn:
-        return Lsn(self.records + 1)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "run": self.run,
-            "task": self.plan.task,
-            "base": self.plan.base,
-            "branch": self.plan.branch,
-            "steps": list(self.plan.steps),
-            "remaining_steps": [
-                {"step": n, "text": text} for n, text in remaining_steps(self)
-            ],
-            "records": self.records,
-            "next_lsn": self.next_lsn,
-            "committed_through": self.last_committed,
-            "committed_total": self.committed_total,
-            "checkpoint": None if self.checkpoint is None else {
-                "lsn": self.checkpoint.lsn, "git": self.checkpoint.git,
-                "ref": self.checkpoint.ref, "covers": self.checkpoint.covers,
-            },
-            "committed": [
-                {"lsn": i.lsn, "tool": i.tool, "target": list(i.target), "step": i.step}
-                for i in self.committed
-            ],
-            "aborted": list(self.aborted),
-            "intents": [
-                {
-                    "lsn": o.lsn, "tool": o.tool, "args": o.args, "target": list(o.target),
-                    "outcome": o.outcome, "action": o.action, "detail": o.detail,
-                    "changed": list(o.changed), "open": o.open, "step": o.step,
-                    "redo": redo_command(o.tool, o.args, o.step, self.run),
-                    "saved": [{"path": p, "object": oid, "command": cmd}
-                              for p, oid, cmd in o.saved],
-                }
-                for o in self.outcomes
-            ],
-            "drift": [
-                {"path": d.path, "lsn": d.lsn, "expected": d.expected, "actual": d.actual}
-                for d in self.drift
-            ],
-            "cleared_stale_lock": self.cleared_lock,
-            "removed_temp_files": list(self.removed_temp),
-            "in_doubt": self.in_doubt,
-        }
-
-    def prompt(self) -> str:
-        return render(self)
-
-
-class Recovery:
+class Recovery(ExecDecisions):
     """Recovers one run; construct, then call :meth:`run` under the run lock."""
 
     def __init__(self, store: Store, wt: Worktree, redo: bool, restore: bool,
@@ -458,145 +350,7 @@ class Recovery:
                 "recover` from a terminal when the agent has stopped",
             )
 
-    def _running(self, intent: Intent) -> str:
-        if self.store.command_running(intent.lsn) is None:
-            return ""
-        return "; its command is still running (recovery waits until it exits)"
-
-    def _decide_exec(self, intent: Intent, dry_run: bool) -> Outcome:
-        pre_tree = TreeId(intent.pre[0])
-        if not isinstance(self.store.repo.get(pre_tree), pygit2.Tree):
-            return self._outcome(
-                intent, IN_DOUBT, "none" if dry_run else "left-open",
-                f"in doubt: its pre tree {pre_tree[:12]} is not in the object database "
-                "(pruned, or the log names an object it never stored); nothing was restored",
-                (), True)
-        now = self.wt.snapshot(self.store.run, watched_paths(intent))
-        if now != pre_tree:
-            return self._exec_changed(intent, pre_tree, now, dry_run)
-        # Nothing visible changed. Only a command that never started is "not
-        # applied" as a fact: one that ran may have changed what a snapshot
-        # does not see (ignored files, submodules, skip-worktree paths).
-        started = agent_tag(intent) is not None or self.store.command_started(intent.lsn)
-        if not started:
-            if dry_run:
-                return self._outcome(intent, NOT_APPLIED, "none", "not applied (its command "
-                                     "never started)")
-            if self.redo and intent.replay == REPLAY_SAFE:
-                return self._redo_exec(intent, pre_tree, NOT_APPLIED)
-            self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
-                               "recovery: not applied (never started); not redone", ()))
-            return self._outcome(intent, NOT_APPLIED, "aborted",
-                                 "not applied (its command never started); redo it")
-        detail = ("in doubt: no change the snapshot can see, but its command may have run "
-                  "(changes to ignored or untracked-by-snapshot paths are invisible)")
-        if dry_run:
-            return self._outcome(intent, IN_DOUBT, "none", detail + self._running(intent),
-                                 (), True)
-        if self.redo and intent.replay == REPLAY_SAFE:
-            return self._redo_exec(intent, pre_tree, IN_DOUBT)  # declared safe to run twice
-        if self.restore:
-            self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
-                               f"recovery: {detail}; given up by request (--restore)", ()))
-            return self._outcome(intent, IN_DOUBT, "aborted",
-                                 detail + "; nothing visible to restore, closed (--restore)")
-        return self._outcome(intent, IN_DOUBT, "left-open", detail, (), True)
-
-    def _exec_changed(self, intent: Intent, pre_tree: TreeId, now: TreeId,
-                      dry_run: bool) -> Outcome:
-        changed = tuple(self.wt.changed_paths(pre_tree, now))
-        detail = f"command may have run: {len(changed)} path(s) differ from the pre tree"
-        if dry_run:
-            return self._outcome(intent, IN_DOUBT, "none", detail + self._running(intent),
-                                 changed, True)
-        if not self.restore:
-            return self._outcome(intent, IN_DOUBT, "left-open", detail, changed, True)
-        # Another run's committed change is not this step's to undo.
-        elsewhere = self._committed_elsewhere()
-        theirs = [p for p in changed if (p, tree_state(self.store.repo, now, p)) in elsewhere]
-        plan, moved = restore_plan(self.wt, now, [p for p in changed if p not in theirs])
-        # The abort (and its append, which keeps the snapshot ``now``) is
-        # durable before anything is put back: every byte the restore
-        # overwrites can be brought back from that tree.
-        self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
-                           "recovery: in doubt; restored the pre tree by request",
-                           tuple(plan), saved=((".", now),) if plan else ()),
-                     [Ref(now, is_tree=True)])
-        undo = restore_tree(self.wt, pre_tree, now, plan, f"r{intent.lsn}")
-        detail += f"; restored {len(undo.restored)} path(s) to the pre tree"
-        if undo.restored:
-            cmd = bring_back_tree(now, undo.restored)
-            detail += f"; what they held is saved: `{cmd}` brings it back"
-        if theirs:
-            detail += "; left " + ", ".join(
-                f"{p} (committed {elsewhere[(p, tree_state(self.store.repo, now, p))]})"
-                for p in theirs)
-        if moved or undo.kept:
-            detail += f"; left in place (changed since): {describe((*moved, *undo.kept))}"
-        saved = ((".", now, bring_back_tree(now, undo.restored)),) if undo.restored else ()
-        return self._outcome(intent, IN_DOUBT, "restored", detail, changed, saved=saved)
-
-    def _redo_exec(self, intent: Intent, pre_tree: TreeId, outcome: str) -> Outcome:
-        with self.store.command_lock(intent.lsn) as hold:
-            ran = run_command(intent.args["argv"], self.wt, intent, hold)
-            post = self.wt.snapshot(self.store.run, watched_paths(intent))
-            ok, failure = ran.ok, ran.failure
-            output = ""
-            if ok and intent.check:
-                result = run_check(intent.check, self.wt, intent, hold)
-                ok, output = result.ok, result.output
-                failure = result.failure
-        if ok:
-            self._append(Commit(self.store.run, self.next_lsn, intent.lsn, (post,),
-                                "exit 0 (redone by recovery)", True),
-                         [Ref(post, is_tree=True)])
-            return self._outcome(intent, outcome, "redone", f"{outcome}; redone")
-        changed = self.wt.changed_paths(pre_tree, post)
-        plan, _moved = restore_plan(self.wt, post, changed)
-        self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
-                           f"recovery: redo failed ({failure})", tuple(plan), output,
-                           saved=((".", post),) if plan else ()),
-                     [Ref(post, is_tree=True)])
-        undo = restore_tree(self.wt, pre_tree, post, plan, f"r{intent.lsn}")
-        return self._outcome(intent, outcome, "aborted",
-                             f"{outcome}; redo failed ({failure}), {len(undo.restored)} "
-                             "changed path(s) restored")
 
 
-def committed_states(records: list[Record], wt: Worktree, repo: pygit2.Repository
-                     ) -> Iterator[tuple[str, str, Lsn]]:
-    """(path, state, intent LSN) for every path each committed step set, in
-    log order (for an exec step: every path its pre and post trees differ in)."""
-    intents = {r.lsn: r for r in records if isinstance(r, Intent)}
-    for rec in records:
-        if not isinstance(rec, Commit) or rec.intent not in intents:
-            continue
-        intent = intents[rec.intent]
-        if intent.tool == "exec":
-            for path in wt.changed_paths(TreeId(intent.pre[0]), TreeId(rec.post[0])):
-                yield path, tree_state(repo, rec.post[0], path), intent.lsn
-        else:
-            for path, post in zip(intent.target, rec.post, strict=True):
-                yield path, post, intent.lsn
-
-
-def summarise(
-    records: list[Record], wt: Worktree, repo: pygit2.Repository
-) -> tuple[tuple[Intent, ...], tuple[Lsn, ...], tuple[Drift, ...]]:
-    """Committed steps, aborted intents, and drift of committed paths."""
-    intents = {r.lsn: r for r in records if isinstance(r, Intent)}
-    committed = tuple(intents[r.intent] for r in records
-                      if isinstance(r, Commit) and r.intent in intents)
-    aborted = tuple(r.intent for r in records if isinstance(r, Abort))
-    expected: dict[str, tuple[str, Lsn]] = {}
-    for path, state, lsn in committed_states(records, wt, repo):
-        expected[path] = (state, lsn)
-    drift = []
-    for path, (want, lsn) in sorted(expected.items()):
-        have = found(wt, path)
-        if have != want:
-            drift.append(Drift(path, lsn, want, have))
-    return committed, aborted, tuple(drift)
-
-
-__all__ = ["Drift", "Outcome", "Recovery", "Report", "to_dict"]
+__all__ = ["Drift", "Outcome", "Recovery", "Report", "committed_states", "summarise",
+           "to_dict"]

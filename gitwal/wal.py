@@ -18,7 +18,8 @@ from .durable import atomic_write, makedirs_durable, unlink_durable
 from .errors import CorruptLog, UnknownRun, WalError
 from .ids import Lsn, RunId, valid_run_id
 from .records import Abort, Checkpoint, Commit, Intent, Plan, Record, Seal, Unlogged, encode
-from .recovery import Recovery, Report
+from .recovery import Recovery
+from .report import Report
 from .repository import open_repository
 from .run import Run
 from .store import Store, list_runs, wal_dir

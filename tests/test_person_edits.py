@@ -37,7 +37,7 @@ import pytest
 from gitwal import Wal
 from gitwal.ids import ABSENT
 from gitwal.records import Commit, Plan
-from gitwal.recovery import committed_states
+from gitwal.report import committed_states
 
 from .conftest import git, init_repo, wal
 

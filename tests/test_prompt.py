@@ -10,7 +10,7 @@ from gitwal import prompt
 from gitwal.ids import Lsn, RunId
 from gitwal.prompt import redo_command, render
 from gitwal.records import Intent, Plan
-from gitwal.recovery import Outcome, Report
+from gitwal.report import Outcome, Report
 
 from .conftest import ok, wal
 

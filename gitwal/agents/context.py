@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..agent_call import agent_tag, is_miss
 from ..records import Commit, Intent, Record, Unlogged
-from ..recovery import Report
+from ..report import Report
 from ..run import Run
 from ..wal import Wal
 

@@ -1,0 +1,169 @@
+"""A recovery's report as data: what was found for each open intent, what
+recovery did, committed steps and drift. The resume prompt (prompt.py)
+renders it; ``--json`` prints :meth:`Report.to_dict` (docs/recovery.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pygit2
+
+from .ids import Lsn, TreeId
+from .overwrite import found
+from .prompt import redo_command, remaining_steps, render
+from .records import Abort, Checkpoint, Commit, Intent, Plan, Record
+from .worktree import Worktree, tree_state
+
+APPLIED = "applied-missing-commit"
+NOT_APPLIED = "not-applied"
+TORN = "torn"
+IN_DOUBT = "in-doubt"
+SUPERSEDED = "superseded"  # a target now holds another run's committed change
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What recovery found for one open intent and what it did about it."""
+
+    lsn: Lsn
+    tool: str
+    args: dict[str, Any]
+    target: tuple[str, ...]
+    outcome: str  # APPLIED | NOT_APPLIED | TORN | IN_DOUBT
+    action: str  # committed | redone | aborted | restored | left-open
+    detail: str
+    changed: tuple[str, ...] = ()  # exec: paths that differ from the pre tree
+    open: bool = False  # still open after recovery (needs a decision)
+    step: int | None = None  # the plan step the intent carries out
+    # (path, object id, command that brings it back): bytes gitwal did not
+    # write, saved in the log before a forced restore overwrote them
+    saved: tuple[tuple[str, str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Drift:
+    """A committed path whose content changed after its commit."""
+
+    path: str
+    lsn: Lsn  # the intent that last committed it
+    expected: str
+    actual: str
+
+
+@dataclass(frozen=True)
+class Report:
+    run: str
+    plan: Plan
+    records: int
+    committed: tuple[Intent, ...]  # committed intents after the newest checkpoint
+    aborted: tuple[Lsn, ...]
+    outcomes: tuple[Outcome, ...]
+    drift: tuple[Drift, ...]
+    cleared_lock: bool
+    removed_temp: tuple[str, ...] = field(default=())
+    checkpoint: Checkpoint | None = None  # the newest checkpoint (the report starts there)
+
+    @property
+    def in_doubt(self) -> bool:
+        return any(o.open for o in self.outcomes)
+
+    @property
+    def last_committed(self) -> Lsn | None:
+        if self.committed:
+            return self.committed[-1].lsn
+        return Lsn(self.checkpoint.covers) if self.checkpoint and self.checkpoint.covers else None
+
+    @property
+    def committed_total(self) -> int:
+        """Committed intents in the whole run, including those behind the checkpoint."""
+        return (self.checkpoint.committed if self.checkpoint else 0) + len(self.committed)
+
+    @property
+    def next_lsn(self) -> Lsn:
+        return Lsn(self.records + 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run": self.run,
+            "task": self.plan.task,
+            "base": self.plan.base,
+            "branch": self.plan.branch,
+            "steps": list(self.plan.steps),
+            "remaining_steps": [
+                {"step": n, "text": text} for n, text in remaining_steps(self)
+            ],
+            "records": self.records,
+            "next_lsn": self.next_lsn,
+            "committed_through": self.last_committed,
+            "committed_total": self.committed_total,
+            "checkpoint": None if self.checkpoint is None else {
+                "lsn": self.checkpoint.lsn, "git": self.checkpoint.git,
+                "ref": self.checkpoint.ref, "covers": self.checkpoint.covers,
+            },
+            "committed": [
+                {"lsn": i.lsn, "tool": i.tool, "target": list(i.target), "step": i.step}
+                for i in self.committed
+            ],
+            "aborted": list(self.aborted),
+            "intents": [
+                {
+                    "lsn": o.lsn, "tool": o.tool, "args": o.args, "target": list(o.target),
+                    "outcome": o.outcome, "action": o.action, "detail": o.detail,
+                    "changed": list(o.changed), "open": o.open, "step": o.step,
+                    "redo": redo_command(o.tool, o.args, o.step, self.run),
+                    "saved": [{"path": p, "object": oid, "command": cmd}
+                              for p, oid, cmd in o.saved],
+                }
+                for o in self.outcomes
+            ],
+            "drift": [
+                {"path": d.path, "lsn": d.lsn, "expected": d.expected, "actual": d.actual}
+                for d in self.drift
+            ],
+            "cleared_stale_lock": self.cleared_lock,
+            "removed_temp_files": list(self.removed_temp),
+            "in_doubt": self.in_doubt,
+        }
+
+    def prompt(self) -> str:
+        return render(self)
+
+
+def committed_states(records: list[Record], wt: Worktree, repo: pygit2.Repository
+                     ) -> Iterator[tuple[str, str, Lsn]]:
+    """(path, state, intent LSN) for every path each committed step set, in
+    log order (for an exec step: every path its pre and post trees differ in)."""
+    intents = {r.lsn: r for r in records if isinstance(r, Intent)}
+    for rec in records:
+        if not isinstance(rec, Commit) or rec.intent not in intents:
+            continue
+        intent = intents[rec.intent]
+        if intent.tool == "exec":
+            for path in wt.changed_paths(TreeId(intent.pre[0]), TreeId(rec.post[0])):
+                yield path, tree_state(repo, rec.post[0], path), intent.lsn
+        else:
+            for path, post in zip(intent.target, rec.post, strict=True):
+                yield path, post, intent.lsn
+
+
+def summarise(
+    records: list[Record], wt: Worktree, repo: pygit2.Repository
+) -> tuple[tuple[Intent, ...], tuple[Lsn, ...], tuple[Drift, ...]]:
+    """Committed steps, aborted intents, and drift of committed paths."""
+    intents = {r.lsn: r for r in records if isinstance(r, Intent)}
+    committed = tuple(intents[r.intent] for r in records
+                      if isinstance(r, Commit) and r.intent in intents)
+    aborted = tuple(r.intent for r in records if isinstance(r, Abort))
+    expected: dict[str, tuple[str, Lsn]] = {}
+    for path, state, lsn in committed_states(records, wt, repo):
+        expected[path] = (state, lsn)
+    drift = []
+    for path, (want, lsn) in sorted(expected.items()):
+        have = found(wt, path)
+        if have != want:
+            drift.append(Drift(path, lsn, want, have))
+    return committed, aborted, tuple(drift)
+
+
