@@ -207,6 +207,12 @@ def render(report: Report) -> str:
         for path, _oid, command in o.saved:
             lines.append(f"  Saved before it was overwritten: {text(path)}; `{text(command)}` "
                          "brings it back.")
+    if not report.outcomes:
+        for o in report.undone:
+            lines.append(f"LSN {o.lsn} ({describe(o.tool, o.args, o.target)}) was not "
+                         f"committed: an earlier recovery closed it ({text(o.detail)}); it "
+                         "still has to be done.")
+            redo.append(o)
     for d in report.drift:
         lines.append(f"Drift: {text(d.path)} changed after LSN {d.lsn} committed it "
                      f"(expected {text(d.expected[:12])}, found {text(d.actual[:12])}); left "

@@ -55,6 +55,7 @@ from .report import (
     Report,
     committed_states,
     summarise,
+    undone_steps,
 )
 from .store import Ref, Store, list_runs
 from .worktree import Worktree
@@ -140,6 +141,7 @@ class Recovery(ExecDecisions):
             run=self.store.run, plan=plan, records=after[-1].lsn, committed=committed,
             aborted=aborted, outcomes=tuple(outcomes), drift=drift,
             cleared_lock=cleared, removed_temp=tuple(removed), checkpoint=cp,
+            undone=undone_steps(after, {o.lsn for o in outcomes}),
         )
 
     def _clear_temps(self, intent: Intent) -> list[str]:

@@ -64,6 +64,9 @@ class Report:
     cleared_lock: bool
     removed_temp: tuple[str, ...] = field(default=())
     checkpoint: Checkpoint | None = None  # the newest checkpoint (the report starts there)
+    # Steps an earlier recovery closed without doing them (not applied, or put
+    # back by --restore) after the last committed step: still to be done.
+    undone: tuple[Outcome, ...] = ()
 
     @property
     def in_doubt(self) -> bool:
@@ -122,6 +125,11 @@ class Report:
                 {"path": d.path, "lsn": d.lsn, "expected": d.expected, "actual": d.actual}
                 for d in self.drift
             ],
+            "undone": [
+                {"lsn": o.lsn, "tool": o.tool, "target": list(o.target), "step": o.step,
+                 "reason": o.detail, "redo": redo_command(o.tool, o.args, o.step, self.run)}
+                for o in self.undone
+            ],
             "cleared_stale_lock": self.cleared_lock,
             "removed_temp_files": list(self.removed_temp),
             "in_doubt": self.in_doubt,
@@ -129,6 +137,22 @@ class Report:
 
     def prompt(self) -> str:
         return render(self)
+
+
+def undone_steps(records: list[Record], decided: set[Lsn]) -> tuple[Outcome, ...]:
+    """Intents an earlier recovery aborted after the last committed one (not
+    those it left to another run's change): the resume point must redo them."""
+    intents = {r.lsn: r for r in records if isinstance(r, Intent)}
+    last = max((r.intent for r in records if isinstance(r, Commit)), default=Lsn(0))
+    out = []
+    for r in records:
+        if (isinstance(r, Abort) and r.intent > last and r.intent not in decided
+                and r.intent in intents and r.reason.startswith("recovery:")
+                and "now holds the change" not in r.reason):
+            i = intents[r.intent]
+            out.append(Outcome(i.lsn, i.tool, i.args, i.target, NOT_APPLIED, "aborted",
+                               r.reason.removeprefix("recovery: "), step=i.step))
+    return tuple(out)
 
 
 def committed_states(records: list[Record], wt: Worktree, repo: pygit2.Repository

@@ -299,3 +299,18 @@ def test_a_missing_exec_pre_tree_is_reported_by_recover_and_prompt(repo: Path) -
         p = wal(repo, *args)
         assert p.returncode == 1 and "Traceback" not in p.stderr
         assert "is missing" in p.stderr and "git wal repair" in p.stderr
+
+
+def test_a_later_prompt_still_says_to_run_a_restored_step_again(repo: Path) -> None:
+    ok(repo, "begin")
+    crash(repo, "after-exec", "exec", "--", "sh", "-c", "echo built > out.txt")
+    code, _report = recover(repo, "--restore")
+    assert code == 0 and not (repo / "out.txt").exists()
+    later = ok(repo, "prompt")
+    [action] = [line for line in later.splitlines() if line.startswith("Action:")]
+    assert "git wal exec" in action and "out.txt" in action, later
+    report = json.loads(ok(repo, "recover", "--json"))
+    assert [u["lsn"] for u in report["undone"]] == [2]
+    ok(repo, "exec", "--", "sh", "-c", "echo built > out.txt")
+    later = ok(repo, "prompt")
+    assert "still has to be done" not in later  # done now: a commit follows the abort
