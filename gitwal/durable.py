@@ -255,11 +255,7 @@ def create_once(path: Path, data: bytes, mode: int = 0o600) -> bool:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.walt")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fchmod(fd, mode & 0o7777)
-        os.fsync(fd)
+        _write_fd(fd, data, mode)
     finally:
         os.close(fd)
     try:

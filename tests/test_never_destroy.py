@@ -31,6 +31,17 @@ def bring_back(repo: Path, command: str) -> None:
     subprocess.run(command, shell=True, cwd=repo, check=True)
 
 
+def torn_big_file(repo: Path) -> None:
+    """A run whose write of big.txt was killed half-way (a torn post-image)."""
+    (repo / "big.txt").write_text("x" * 5000)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "big")
+    ok(repo, "begin")
+    crash(repo, "mid-write", "apply", "write-file", "big.txt", "--from", "-",
+          input=b"y" * 4000)
+    assert (repo / "big.txt").read_bytes() == b"y" * 2000  # a prefix of the post-image
+
+
 def test_a_persons_edit_after_a_crash_is_in_doubt_and_survives(repo: Path) -> None:
     ok(repo, "begin", "--task", "t")
     crash(repo, "after-intent", "apply", "replace-text", "README", "--old", "hello",
@@ -99,12 +110,7 @@ def test_reset_hard_after_a_crash_keeps_the_discarded_work_discarded(repo: Path)
 
 
 def test_a_torn_write_is_gitwals_own_and_is_restored(repo: Path) -> None:
-    (repo / "big.txt").write_text("x" * 5000)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "big")
-    ok(repo, "begin")
-    crash(repo, "mid-write", "apply", "write-file", "big.txt", "--from", "-",
-          input=b"y" * 4000)
+    torn_big_file(repo)
     assert (repo / "big.txt").read_bytes() == b"y" * 2000  # a prefix of the post-image
     code, report = recover(repo)
     assert code == 0 and report["intents"][0]["outcome"] == "torn"
@@ -145,14 +151,19 @@ def test_a_failing_exec_restores_but_keeps_its_changes_retrievable(repo: Path) -
     assert (repo / "fresh.txt").read_text() == "new\n"
 
 
-def test_another_runs_committed_change_is_not_rolled_back(tmp_path: Path) -> None:
-    repo = init_repo(tmp_path / "r", {"shared.txt": "base\n"})
+def superseded_by_run_b(repo: Path) -> None:
+    """Run a dies after its intent on shared.txt; run b then commits a change there."""
     ok(repo, "begin", "--run", "a")
     crash(repo, "after-intent", "apply", "write-file", "shared.txt", "--from", "-",
           input=b"from run a\n")
     ok(repo, "begin", "--run", "b")
     ok(repo, "apply", "--run", "b", "write-file", "shared.txt", "--from", "-",
        input=b"from run b\n")
+
+
+def test_another_runs_committed_change_is_not_rolled_back(tmp_path: Path) -> None:
+    repo = init_repo(tmp_path / "r", {"shared.txt": "base\n"})
+    superseded_by_run_b(repo)
     code, report = recover(repo, "--run", "a", "--redo", "--restore")
     assert code == 0
     [o] = report["intents"]
@@ -182,12 +193,7 @@ def test_an_exec_that_only_touched_ignored_files_is_in_doubt_not_redone(repo: Pa
 
 
 def test_a_missing_pre_image_is_in_doubt_not_a_traceback(repo: Path) -> None:
-    (repo / "big.txt").write_text("x" * 5000)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "big")
-    ok(repo, "begin")
-    crash(repo, "mid-write", "apply", "write-file", "big.txt", "--from", "-",
-          input=b"y" * 4000)
+    torn_big_file(repo)
     pre = next(r for r in map(json.loads, ok(repo, "log", "--json").splitlines())
                if r["type"] == "intent")["pre"]
     pre = pre[0] if isinstance(pre, list) else pre
@@ -246,12 +252,7 @@ def test_watch_makes_an_ignored_change_visible(repo: Path) -> None:
 def test_images_of_an_intent_not_written_here_are_never_written(repo: Path) -> None:
     """A log this clone did not write (fetched, forged, or from before its secret)
     is decided by hash only: recovery writes none of its images into the tree."""
-    (repo / "big.txt").write_text("x" * 5000)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "big")
-    ok(repo, "begin")
-    crash(repo, "mid-write", "apply", "write-file", "big.txt", "--from", "-",
-          input=b"y" * 4000)
+    torn_big_file(repo)
     (repo / ".git" / "wal" / "secret").unlink()  # this clone no longer vouches for it
     for flags in ([], ["--restore"], ["--redo", "--restore"]):
         code, report = recover(repo, *flags)
@@ -270,12 +271,7 @@ def test_images_of_an_intent_not_written_here_are_never_written(repo: Path) -> N
 def test_the_prompt_names_saved_bytes_and_does_not_redo_a_superseded_step(
         tmp_path: Path) -> None:
     repo = init_repo(tmp_path / "r", {"shared.txt": "base\n", "mine.txt": "m\n"})
-    ok(repo, "begin", "--run", "a")
-    crash(repo, "after-intent", "apply", "write-file", "shared.txt", "--from", "-",
-          input=b"from run a\n")
-    ok(repo, "begin", "--run", "b")
-    ok(repo, "apply", "--run", "b", "write-file", "shared.txt", "--from", "-",
-       input=b"from run b\n")
+    superseded_by_run_b(repo)
     prompt = wal(repo, "recover", "--run", "a").stdout
     assert "read it again" in prompt and "redo LSN" not in prompt
     ok(repo, "begin", "--run", "c")
