@@ -20,7 +20,6 @@ in between (microseconds) is not detected. Nothing else writes the tree.
 
 from __future__ import annotations
 
-import os
 import shlex
 import stat
 from collections.abc import Collection, Iterable
@@ -74,20 +73,16 @@ def found(wt: Worktree, rel: str) -> str:
 
 
 def _not_a_file(wt: Worktree, rel: str) -> str:
-    """What stands at ``rel`` when it cannot be read as a file (lstat only,
-    never followed): ABSENT when a parent is not a real directory (as for
-    git, nothing under a symlink or a file is in the tree), else DIRECTORY
-    or SPECIAL."""
-    here = wt.root
-    parts = rel.split("/")
-    for i, part in enumerate(parts):
-        here = here / part
-        try:
-            st = os.lstat(here)
-        except OSError:
-            return ABSENT
-        if i < len(parts) - 1 and not stat.S_ISDIR(st.st_mode):
-            return ABSENT
+    """What stands at ``rel`` when it cannot be read as a file (through the
+    worktree's confined walk, never followed): ABSENT when a parent is not a
+    real directory (as for git, nothing under a symlink or a file is in the
+    tree), else DIRECTORY or SPECIAL."""
+    try:
+        st = wt.lstat(rel)
+    except PathRefused:  # a symlinked parent
+        return ABSENT
+    if st is None:
+        return ABSENT
     return DIRECTORY if stat.S_ISDIR(st.st_mode) else SPECIAL
 
 
