@@ -115,6 +115,7 @@ class Recovery(ExecDecisions):
             self._refuse_own_call(open_intents)
         outcomes: list[Outcome] = []
         removed: list[str] = []
+        finished = () if dry_run else self._finish_restores(records)
         for intent in open_intents:
             # -- log trust (docs/security.md): a step whose command this clone
             # did not write is not decided: deciding may run the command.
@@ -141,6 +142,7 @@ class Recovery(ExecDecisions):
             run=self.store.run, plan=plan, records=after[-1].lsn, committed=committed,
             aborted=aborted, outcomes=tuple(outcomes), drift=drift,
             cleared_lock=cleared, removed_temp=tuple(removed), checkpoint=cp,
+            finished_restore=finished,
             undone=undone_steps(after, {o.lsn for o in outcomes}),
         )
 

@@ -10,7 +10,7 @@ import pygit2
 from .agent_call import agent_tag
 from .effects import run_check, run_command
 from .ids import Lsn, TreeId
-from .overwrite import bring_back_tree, describe, restore_plan, restore_tree
+from .overwrite import bring_back_tree, describe, found, restore_plan, restore_tree
 from .records import REPLAY_SAFE, Abort, Commit, Intent, Record
 from .report import IN_DOUBT, NOT_APPLIED, Outcome
 from .run import watched_paths
@@ -37,6 +37,37 @@ class ExecDecisions:
 
     def _committed_elsewhere(self) -> dict[tuple[str, str], str]:
         raise NotImplementedError
+
+    def _finish_restores(self, records: list[Record]) -> tuple[str, ...]:
+        """Finish a shell step's restore that a crash cut short.
+
+        The abort of a restored exec step is durable before its paths are put
+        back (it keeps the snapshot they held), so a kill mid-restore leaves
+        the abort as the log's last word and some paths still as the command
+        left them. Those still holding exactly the saved snapshot's state are
+        put back now; any other content is not gitwal's and stays. Only the
+        trailing aborts are finished: after a later intent the tree is the
+        agent's again."""
+        last_intent = max((r.lsn for r in records if isinstance(r, Intent)), default=Lsn(0))
+        intents = {r.lsn: r for r in records if isinstance(r, Intent)}
+        done: list[str] = []
+        for rec in records:
+            if not (isinstance(rec, Abort) and rec.lsn > last_intent and rec.restored
+                    and rec.saved and rec.saved[0][0] == "."):
+                continue
+            intent = intents.get(rec.intent)
+            if intent is None or intent.tool != "exec":
+                continue
+            pre = TreeId(intent.pre[0])
+            saved = TreeId(rec.saved[0][1])
+            if not (isinstance(self.store.repo.get(pre), pygit2.Tree)
+                    and isinstance(self.store.repo.get(saved), pygit2.Tree)):
+                continue  # a damaged log: decided elsewhere (repair), never guessed
+            left = [p for p in rec.restored
+                    if found(self.wt, p) != tree_state(self.store.repo, pre, p)]
+            if left:
+                done.extend(restore_tree(self.wt, pre, saved, left, f"r{intent.lsn}").restored)
+        return tuple(done)
 
     def _running(self, intent: Intent) -> str:
         if self.store.command_running(intent.lsn) is None:

@@ -67,6 +67,9 @@ class Report:
     # Steps an earlier recovery closed without doing them (not applied, or put
     # back by --restore) after the last committed step: still to be done.
     undone: tuple[Outcome, ...] = ()
+    # Paths a crash left un-restored after an abort that had restored them
+    # (recovery_exec.ExecDecisions._finish_restores), put back now.
+    finished_restore: tuple[str, ...] = ()
 
     @property
     def in_doubt(self) -> bool:
@@ -132,6 +135,7 @@ class Report:
             ],
             "cleared_stale_lock": self.cleared_lock,
             "removed_temp_files": list(self.removed_temp),
+            "finished_restore": list(self.finished_restore),
             "in_doubt": self.in_doubt,
         }
 

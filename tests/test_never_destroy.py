@@ -310,3 +310,27 @@ def test_a_later_prompt_still_says_to_run_a_restored_step_again(repo: Path) -> N
     ok(repo, "exec", "--", "sh", "-c", "echo built > out.txt")
     later = ok(repo, "prompt")
     assert "still has to be done" not in later  # done now: a commit follows the abort
+
+
+def test_a_restore_killed_half_way_is_finished_by_the_next_recovery(repo: Path) -> None:
+    """The abort of a failed exec is durable before its paths are put back; a
+    kill in between leaves some paths as the command wrote them. The next
+    recovery finishes that restore, and leaves a path a person changed since."""
+    ok(repo, "begin")
+    crash(repo, "mid-restore", "exec", "--", "sh", "-c",
+          "printf 'half\\n' > README; for f in a b c; do echo $f > $f.txt; done; exit 4")
+    rows = [json.loads(line) for line in ok(repo, "log", "--json").splitlines()]
+    assert rows[-1]["type"] == "abort" and rows[-1]["saved"][0][0] == "."
+    left = sorted(p for p in ("README", "a.txt", "b.txt", "c.txt")
+                  if (repo / p).exists() and (repo / p).read_text() != "hello\n")
+    assert len(left) >= 2, left  # killed after the first change
+    (repo / left[-1]).write_text("a person's words\n")
+    code, report = recover(repo)
+    assert code == 0 and not report["intents"]
+    assert sorted(report["finished_restore"]) == left[:-1]
+    assert (repo / left[-1]).read_text() == "a person's words\n"
+    assert (repo / "README").read_text() == "hello\n" or left[-1] == "README"
+    for p in ("a.txt", "b.txt", "c.txt"):
+        assert not (repo / p).exists() or p == left[-1]
+    code, again = recover(repo)
+    assert code == 0 and again["finished_restore"] == []

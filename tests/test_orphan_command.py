@@ -18,7 +18,7 @@ from pathlib import Path
 from .conftest import GIT_WAL, ok, wal
 
 # Each `cat` blocks until the test opens the FIFO for writing and closes it.
-SCRIPT = ('cat "$GATE1" >/dev/null; echo made > made.txt; '
+SCRIPT = ('echo up > "$READY"; cat "$GATE1" >/dev/null; echo made > made.txt; '
           'cat "$GATE2" >/dev/null; echo late > late.txt')
 
 
@@ -38,7 +38,7 @@ def _still_running(repo: Path) -> None:
 
 
 def test_recover_waits_for_an_orphaned_command(repo: Path, tmp_path: Path) -> None:
-    gates = {name: tmp_path / name for name in ("GATE1", "GATE2")}  # outside the tree
+    gates = {name: tmp_path / name for name in ("READY", "GATE1", "GATE2")}  # outside the tree
     for gate in gates.values():
         os.mkfifo(gate)
     ok(repo, "begin", "--run", "r", "--task", "orphan")
@@ -46,10 +46,11 @@ def test_recover_waits_for_an_orphaned_command(repo: Path, tmp_path: Path) -> No
                             cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**os.environ, **{k: str(v) for k, v in gates.items()}})
     lock = repo / ".git" / "wal" / "locks" / "r.2.cmd"
-    deadline = time.monotonic() + 60
-    while not lock.exists():  # the intent is durable before the lock file exists
-        assert time.monotonic() < deadline and proc.poll() is None
-        time.sleep(0.01)
+    # Opening READY for reading returns once the command opened it to write:
+    # the command runs (and holds the lock) before gitwal is killed.
+    with open(gates["READY"]) as ready:
+        assert ready.read() == "up\n"
+    assert lock.exists()
     os.kill(proc.pid, signal.SIGKILL)  # the process alone: `sh` lives on, blocked on GATE1
     proc.wait()
 
