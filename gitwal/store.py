@@ -9,14 +9,15 @@ each append is one commit, parent = the previous append, whose tree holds
 
 Invariants kept here:
 
-* an append is visible only once durable: objects are fsynced (libgit2's
-  fsync mode plus the directories it does not sync) before the ref moves;
+* an append is visible only once durable: its objects are written as one
+  kept pack (packwrite.py), fsynced, before the ref moves;
 * the ref moves by compare-and-swap against the head the writer read, under
   an advisory lock this process holds, so no record is lost or reordered;
 * LSNs are dense: the n-th record of a run has LSN n;
-* an append whose objects a concurrent ``git gc --prune=now`` removed before
-  its ref moved is undone (the ref is swapped back) and reported, so the ref
-  never stays on a commit that names missing objects (docs/recovery.md).
+* no ``git gc`` removes an append's objects: born in a kept pack, with
+  copies of the loose objects its records name; an object named but packed
+  elsewhere is checked after the ref moved, and the append undone (the ref
+  swapped back) if a prune took it (docs/format.md, "Packs").
 
 The run lock and exec command locks live in the common git dir, seen from
 every worktree (locks.py).
@@ -40,6 +41,20 @@ from .durable import crash_point, fsync_dir
 from .errors import CorruptLog, RunBusy, WalError
 from .ids import CommitId, Lsn, RunId
 from .locks import config_wait_timeout, lock_dir, run_lock, tell
+from .packwrite import (
+    BLOB,
+    COMMIT,
+    MERGE_AT,
+    MODE_BLOB,
+    MODE_TREE,
+    TREE,
+    RawObject,
+    commit_data,
+    merge,
+    tree_data,
+    with_signature,
+    write_kept_pack,
+)
 from .records import Intent, Record, Seal, encode, summary
 
 if TYPE_CHECKING:
@@ -210,52 +225,114 @@ class Store(Chain):
         # Every intent that carries a command gets this clone's proof that the
         # local user wrote it; only such commands are ever run (authorship.py).
         records = [attach(self.repo, r) if isinstance(r, Intent) else r for r in records]
-        tb = self.repo.TreeBuilder()
+        objects: list[RawObject] = []
+        entries: list[tuple[str, int, str]] = []
         for rec in records:
-            blob = self.put_blob(encode(rec))
-            tb.insert(f"{rec.lsn:012d}.json", blob, pygit2.GIT_FILEMODE_BLOB)
+            blob = RawObject(BLOB, encode(rec))
+            objects.append(blob)
+            entries.append((f"{rec.lsn:012d}.json", MODE_BLOB, blob.oid))
+        exposed: list[str] = []  # named objects packed elsewhere: gc may still drop them
         for r in refs:
-            mode = pygit2.GIT_FILEMODE_TREE if r.is_tree else pygit2.GIT_FILEMODE_BLOB
-            try:
-                tb.insert(f"obj-{r.oid}", pygit2.Oid(hex=r.oid), mode)
-            except (pygit2.GitError, ValueError):
-                # Written moments ago, unreachable until this append: pruned.
-                raise AppendLost(
-                    f"object {r.oid[:12]} for the next append to run {self.run} is missing "
-                    "(removed by a concurrent `git gc --prune=now` before the append); "
-                    "nothing was appended", "run the command again",
-                ) from None
-        tree = _writing(self.run, tb.write)
-        sig = pygit2.Signature(*_SIGNATURE)
-        parents = [pygit2.Oid(hex=expect)] if expect else []
-        message = summary(records[-1]) + "\n"
-        commit = _writing(self.run,
-                          lambda: self._write_commit(sig, sig, message, tree, parents))
-        self._sync_objects_dir()
+            entries.append((f"obj-{r.oid}", MODE_TREE if r.is_tree else MODE_BLOB, r.oid))
+            if not self._gather_loose(r.oid, r.is_tree, objects):
+                exposed.append(r.oid)
+        tree = RawObject(TREE, tree_data(entries))
+        message = (summary(records[-1]) + "\n").encode()
+        commit = RawObject(COMMIT, self._commit_content(tree.oid, expect, message))
+        objects += [tree, commit]
+        # One kept pack: no gc can delete these objects, before or after the
+        # ref names them (packwrite.py); durable when it returns.
+        try:
+            write_kept_pack(self._common / "objects", objects)
+        except OSError as e:
+            raise WalError(f"could not write objects for run {self.run}: {e}",
+                           "nothing was appended; run the command again") from e
         crash_point("mid-append")
-        self._move_ref(commit, expect)
+        oid = pygit2.Oid(hex=commit.oid)
+        self._move_ref(oid, expect)
         crash_point("after-append")
-        written = self.repo[tree]
-        assert isinstance(written, pygit2.Tree)
-        named = [str(e.id) for e in written]
-        self._check_survived(commit, expect, [str(commit), str(tree), *named],
-                             f"LSN {records[0].lsn}" + (
-                                 f"..{records[-1].lsn}" if len(records) > 1 else ""))
-        self._newest = (str(commit), list(records))
-        return CommitId(str(commit))
+        if exposed:
+            self._check_survived(oid, expect, exposed, f"LSN {records[0].lsn}" + (
+                f"..{records[-1].lsn}" if len(records) > 1 else ""))
+        self._newest = (commit.oid, list(records))
+        self._merge_packs()
+        return CommitId(commit.oid)
+
+    def _gather_loose(self, oid: str, is_tree: bool, into: list[RawObject]) -> bool:
+        """Add the object ``oid`` (and, for a tree, the loose objects under it)
+        to ``into`` when it is loose; False when it is packed (not gathered).
+
+        A loose object is unreachable until the append names it, so a prune
+        may delete it at any moment; once copied into the append's kept pack
+        it cannot be lost. A packed tree is taken whole as packed (git packs
+        a tree with what it names)."""
+        path = self._common / "objects" / oid[:2] / oid[2:]
+        if not path.exists():
+            if pygit2.Oid(hex=oid) not in self.repo.odb:
+                raise AppendLost(
+                    f"object {oid[:12]} for the next append to run {self.run} is missing "
+                    "(removed by a concurrent `git gc --prune=now` before the append); "
+                    "nothing was appended", "run the command again")
+            return False
+        try:
+            kind, data = self.repo.odb.read(pygit2.Oid(hex=oid))
+        except (KeyError, pygit2.GitError):
+            raise AppendLost(
+                f"object {oid[:12]} for the next append to run {self.run} was removed by a "
+                "concurrent `git gc --prune=now` while it was read; nothing was appended",
+                "run the command again") from None
+        into.append(RawObject(TREE if kind == pygit2.GIT_OBJECT_TREE else BLOB, data))
+        if is_tree:
+            tree = self.repo[oid]
+            assert isinstance(tree, pygit2.Tree)
+            for entry in tree:
+                if entry.filemode == pygit2.GIT_FILEMODE_COMMIT:
+                    continue  # a submodule's commit lives in its own repository
+                self._gather_loose(str(entry.id), entry.filemode == pygit2.GIT_FILEMODE_TREE,
+                                   into)
+        return True
+
+    def _commit_content(self, tree: str, expect: CommitId | None, message: bytes) -> bytes:
+        """An append commit's content, SSH-signed when a key is configured."""
+        sig = pygit2.Signature(*_SIGNATURE)
+        sign = "-" if sig.offset < 0 else "+"
+        hours, minutes = divmod(abs(sig.offset), 60)
+        ident = f"{sig.name} <{sig.email}> {sig.time} {sign}{hours:02d}{minutes:02d}".encode()
+        content = commit_data(tree, [expect] if expect else [], ident, message)
+        key = self.signing_key()
+        if key is None:
+            return content
+        from .signing import sign_commit_buffer
+
+        return with_signature(content, sign_commit_buffer(key, content))
+
+    def _merge_packs(self) -> None:
+        """Merge gitwal's small kept packs now and then (packwrite.merge), by
+        one process at a time; a busy merger is simply not waited for."""
+        objects = self._common / "objects"
+        if len(list((objects / "pack").glob("pack-*.keep"))) < MERGE_AT:
+            return
+        fd = os.open(lock_dir(self.repo) / "packs.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+                     0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return
+            merge(objects)
+        finally:
+            os.close(fd)
 
     def _check_survived(self, commit: pygit2.Oid, expect: CommitId | None,
                         oids: Sequence[str], what: str) -> None:
-        """Undo an append whose objects a concurrent ``git gc`` pruned, and say so.
+        """Undo an append whose named objects a concurrent ``git gc`` pruned.
 
-        gc walks the refs at one instant, then deletes every loose object it
-        did not reach; the objects of an append are unreachable until its ref
-        moves. Checked after the move: an object missing now was pruned, and
-        the previous head (the ref gc saw) is intact, so the ref goes back to
-        it. A fresh object database answers, not this process's cached list
-        of packs (gc may have deleted a pack we still have mapped). What is
-        left: a prune that deletes an object after this check but walked the
-        refs before the move (docs/recovery.md, "Repair").
+        ``oids``: objects the append names without a copy in a kept pack (they
+        sat in an ordinary pack, which a gc whose walk came before the ref
+        moved may rewrite without them). Checked after the move: one missing
+        now was pruned, and the previous head is intact, so the ref goes back
+        to it. A fresh object database answers, not this process's cached
+        list of packs (gc may have deleted a pack we still have mapped).
         """
         odb = pygit2.Odb(str(self._common / "objects"))
         missing = [o for o in oids if pygit2.Oid(hex=o) not in odb]

@@ -12,6 +12,13 @@ from .conftest import git, ok, wal
 
 
 def _loose(repo: Path, oid: str) -> Path:
+    """``oid`` as a loose object, its packs unpacked first: appends are born
+    in kept packs, and damage is simulated by deleting one loose object."""
+    for pack in sorted((repo / ".git" / "objects" / "pack").glob("pack-*.pack")):
+        data = pack.read_bytes()
+        for suffix in (".idx", ".pack", ".keep"):
+            pack.with_suffix(suffix).unlink(missing_ok=True)
+        subprocess.run(["git", "unpack-objects", "-q"], cwd=repo, input=data, check=True)
     return repo / ".git" / "objects" / oid[:2] / oid[2:]
 
 

@@ -1,0 +1,76 @@
+"""Appends are born in small kept packs (gitwal/packwrite.py): git reads
+them as its own, gc never removes them, and gitwal merges them so their
+number stays bounded (docs/format.md, "Packs")."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from gitwal.packwrite import (
+    BLOB,
+    KEEP_MESSAGE,
+    MERGE_AT,
+    MODE_BLOB,
+    TREE,
+    RawObject,
+    read_pack,
+    tree_data,
+    write_kept_pack,
+)
+
+from .conftest import git, ok
+
+
+def _kept(repo: Path) -> list[Path]:
+    return sorted(k for k in (repo / ".git" / "objects" / "pack").glob("pack-*.keep")
+                  if k.read_bytes() == KEEP_MESSAGE)
+
+
+def test_an_append_is_one_kept_pack_git_reads(repo: Path) -> None:
+    ok(repo, "begin", "--run", "r")
+    ok(repo, "apply", "--run", "r", "write-file", "a.txt", input=b"a\n")
+    kept = _kept(repo)
+    assert len(kept) == 3  # plan, intent, commit
+    for keep in kept:
+        out = git(repo, "verify-pack", "-v", str(keep.with_suffix(".idx")))
+        assert "non delta:" in out
+    head = git(repo, "rev-parse", "refs/wal/r").strip()
+    assert not (repo / ".git" / "objects" / head[:2] / head[2:]).exists()  # never loose
+    git(repo, "fsck", "--strict", "--no-dangling")
+    git(repo, "gc", "--prune=now", "-q")
+    assert _kept(repo) == kept
+    rows = [json.loads(line) for line in ok(repo, "log", "--run", "r", "--json").splitlines()]
+    assert [r["type"] for r in rows] == ["plan", "intent", "commit"]
+
+
+def test_packs_are_merged_and_nothing_is_lost(repo: Path) -> None:
+    ok(repo, "begin", "--run", "r")
+    steps = MERGE_AT  # two appends each: the merge runs at least once
+    for i in range(steps):
+        ok(repo, "apply", "--run", "r", "write-file", f"f{i % 5}.txt", input=f"{i}\n".encode())
+    kept = _kept(repo)
+    assert 1 < len(kept) < MERGE_AT  # merged, and later appends packed on their own
+    merged = max(kept, key=lambda k: k.with_suffix(".pack").stat().st_size)
+    assert len(read_pack(merged.with_suffix(".pack"))) >= 3 * MERGE_AT
+    rows = [json.loads(line) for line in ok(repo, "log", "--run", "r", "--json").splitlines()]
+    assert [r["lsn"] for r in rows] == list(range(1, 2 * steps + 2))
+    git(repo, "gc", "--prune=now", "-q")
+    git(repo, "fsck", "--strict", "--no-dangling")
+    ok(repo, "verify", "--run", "r")
+    assert (repo / "f0.txt").read_text() == f"{(steps - 1) // 5 * 5}\n"
+
+
+def test_a_pack_round_trips_through_git(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    objects = [RawObject(BLOB, b"x" * 70000), RawObject(BLOB, b"")]
+    tree = RawObject(TREE, tree_data([("b", MODE_BLOB, objects[0].oid),
+                                      ("a", MODE_BLOB, objects[1].oid)]))
+    name = write_kept_pack(tmp_path / ".git" / "objects", [*objects, tree, objects[0]])
+    listed = git(tmp_path, "ls-tree", tree.oid)
+    assert listed.splitlines() == [f"100644 blob {objects[1].oid}\ta",
+                                   f"100644 blob {objects[0].oid}\tb"]
+    assert git(tmp_path, "cat-file", "-s", objects[0].oid).strip() == "70000"
+    packed = read_pack(tmp_path / ".git" / "objects" / "pack" / f"{name}.pack")
+    assert [o.oid for o in packed] == [objects[0].oid, objects[1].oid, tree.oid]
