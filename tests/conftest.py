@@ -76,3 +76,17 @@ def tree_of(repo: Path) -> str:
     out = subprocess.run(["git", "write-tree"], cwd=repo, env=env, check=True,
                          capture_output=True, text=True)
     return out.stdout.strip()
+
+
+def loose_object(repo: Path, oid: str) -> Path:
+    """The path of ``oid`` as a loose object, every pack unpacked first.
+
+    gitwal writes appends as kept packs; tests simulate a lost object by
+    deleting it, which needs it loose."""
+    packs = repo / ".git" / "objects" / "pack"
+    for pack in sorted(packs.glob("pack-*.pack")):
+        data = pack.read_bytes()
+        for suffix in (".idx", ".pack", ".keep", ".rev", ".bitmap"):
+            pack.with_suffix(suffix).unlink(missing_ok=True)
+        subprocess.run(["git", "unpack-objects", "-q"], cwd=repo, input=data, check=True)
+    return repo / ".git" / "objects" / oid[:2] / oid[2:]

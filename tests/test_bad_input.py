@@ -19,7 +19,7 @@ import pytest
 
 from gitwal import Wal
 
-from .conftest import GIT_WAL, git, ok, tree_of, wal
+from .conftest import GIT_WAL, git, loose_object, ok, tree_of, wal
 
 RUN = "r1"
 REF = f"refs/wal/{RUN}"
@@ -323,8 +323,8 @@ def test_ref_points_at_a_tree(started: Path) -> None:
 
 def test_missing_record_object(started: Path) -> None:
     blob = rev(started, f"{REF}~1:000000000002.json")
-    loose = started / ".git" / "objects" / blob[:2] / blob[2:]
-    assert loose.is_file(), "gitwal writes loose objects"
+    loose = loose_object(started, blob)
+    assert loose.is_file()
     loose.unlink()
     assert subprocess.run(["git", "cat-file", "-e", blob], cwd=started).returncode != 0
     assert_log_refused(started, SOME_READERS, "missing")
@@ -342,7 +342,7 @@ def test_record_entry_is_not_a_blob(started: Path) -> None:
 
 def test_missing_append_commit(started: Path) -> None:
     commit = rev(started, f"{REF}~1")
-    loose = started / ".git" / "objects" / commit[:2] / commit[2:]
+    loose = loose_object(started, commit)
     assert loose.is_file()
     loose.unlink()
     assert_log_refused(started, FEW_READERS, "missing")

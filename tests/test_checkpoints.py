@@ -10,7 +10,7 @@ import pytest
 
 from gitwal import Wal
 
-from .conftest import git, ok, tree_of, wal
+from .conftest import git, loose_object, ok, tree_of, wal
 
 
 def begin_with_steps(repo: Path, n: int = 3) -> str:
@@ -103,7 +103,7 @@ def test_recover_and_status_read_only_after_the_checkpoint(repo: Path) -> None:
     assert killed.returncode == -signal.SIGKILL
     # Damage a record from before the checkpoint: only a full read notices.
     lsn2 = git(repo, "rev-parse", f"refs/wal/{run}~7:000000000002.json").strip()
-    (repo / ".git" / "objects" / lsn2[:2] / lsn2[2:]).unlink()
+    loose_object(repo, lsn2).unlink()
     assert wal(repo, "log").returncode == 1
 
     status = json.loads(ok(repo, "status", "--json"))

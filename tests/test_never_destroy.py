@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from .conftest import git, init_repo, ok, wal
+from .conftest import git, init_repo, loose_object, ok, wal
 from .test_agent_claude import RUN as CLAUDE_RUN
 from .test_agent_payloads import claude, claude_tool, run_hook
 
@@ -198,7 +198,7 @@ def test_a_missing_pre_image_is_in_doubt_not_a_traceback(repo: Path) -> None:
                if r["type"] == "intent")["pre"]
     pre = pre[0] if isinstance(pre, list) else pre
     # Pruned or never stored: the loose object is gone (the branch's copy too).
-    (repo / ".git" / "objects" / pre[:2] / pre[2:]).unlink()
+    loose_object(repo, pre).unlink()
     # The append that names it is damaged: every reader says so and names repair.
     r = wal(repo, "recover", "--json")
     assert r.returncode == 1 and "Traceback" not in r.stderr
@@ -290,7 +290,7 @@ def test_a_missing_exec_pre_tree_is_reported_by_recover_and_prompt(repo: Path) -
     tree = next(r for r in rows if r["type"] == "intent")["pre"]
     tree = tree[0] if isinstance(tree, list) else tree
     # The snapshot's root tree object is gone (pruned or never stored).
-    (repo / ".git" / "objects" / tree[:2] / tree[2:]).unlink()
+    loose_object(repo, tree).unlink()
     for args in (["prompt"], ["recover", "--restore"]):
         p = wal(repo, *args)
         assert p.returncode == 1 and "Traceback" not in p.stderr

@@ -8,18 +8,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from .conftest import git, ok, wal
-
-
-def _loose(repo: Path, oid: str) -> Path:
-    """``oid`` as a loose object, its packs unpacked first: appends are born
-    in kept packs, and damage is simulated by deleting one loose object."""
-    for pack in sorted((repo / ".git" / "objects" / "pack").glob("pack-*.pack")):
-        data = pack.read_bytes()
-        for suffix in (".idx", ".pack", ".keep"):
-            pack.with_suffix(suffix).unlink(missing_ok=True)
-        subprocess.run(["git", "unpack-objects", "-q"], cwd=repo, input=data, check=True)
-    return repo / ".git" / "objects" / oid[:2] / oid[2:]
+from .conftest import git, loose_object, ok, wal
 
 
 def _damaged(proc: subprocess.CompletedProcess[str], run: str) -> None:
@@ -42,7 +31,7 @@ def _two_runs(repo: Path) -> str:
 def test_a_damaged_log_is_reported_and_repaired(repo: Path) -> None:
     head = _two_runs(repo)
     blob = git(repo, "rev-parse", "refs/wal/x:000000000005.json").strip()
-    _loose(repo, blob).unlink()  # the commit record of LSN 4 is gone
+    loose_object(repo, blob).unlink()  # the commit record of LSN 4 is gone
 
     for args in (("status", "--run", "x"), ("recover", "--run", "x"),
                  ("log", "--run", "x"), ("apply", "--run", "x", "write-file", "c.txt"),
@@ -91,7 +80,7 @@ def test_a_damaged_log_is_reported_and_repaired(repo: Path) -> None:
 
 def test_a_log_whose_head_commit_is_gone_is_refused_cleanly(repo: Path) -> None:
     head = _two_runs(repo)
-    _loose(repo, head).unlink()
+    loose_object(repo, head).unlink()
     _damaged(wal(repo, "status", "--run", "x"), "x")
     assert json.loads(ok(repo, "status", "--run", "other", "--json"))["records"] == 3
     proc = wal(repo, "repair", "x")
@@ -107,7 +96,7 @@ def test_a_missing_named_object_is_damage_too(repo: Path) -> None:
     assert killed.returncode == -9  # the intent (LSN 6) is the newest append
     [obj] = [n for n in git(repo, "ls-tree", "--name-only", "refs/wal/x").split()
              if n.startswith("obj-")]  # z.txt's post-image, named by the intent
-    _loose(repo, obj[len("obj-"):]).unlink()
+    loose_object(repo, obj[len("obj-"):]).unlink()
     _damaged(wal(repo, "apply", "--run", "x", "write-file", "c.txt", input=b"c\n"), "x")
     _damaged(wal(repo, "recover", "--run", "x"), "x")
     assert not (repo / "z.txt").exists() and not (repo / "c.txt").exists()
