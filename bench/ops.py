@@ -1,7 +1,7 @@
 """One timed operation each: set up in the constructor, one unit of work per call.
 
-Used in-process by bench/run.py and under strace by bench/probe.py, so the
-syscall counts describe exactly the code that was timed.
+Used in-process by bench/append.py and bench/step.py and under strace by
+bench/probe.py, so the syscall counts describe exactly the code that was timed.
 """
 
 from __future__ import annotations

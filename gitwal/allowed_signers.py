@@ -8,15 +8,17 @@ line that does not parse makes the whole file unusable, as in ssh-keygen.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import re
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .durable import fsync_dir
+from .durable import atomic_write, create_new, makedirs_durable
 from .signing_errors import BadAllowedSigners, SigningError
 from .sshwire import DEFAULT_NAMESPACE, fingerprint, parse_public_key
 
@@ -265,16 +267,47 @@ def trust_add(file: Path, pubkey: str, name: str) -> bool:
                            "use a name without spaces, commas, quotes, '#' or wildcards, "
                            "e.g. gitwal@build-host")
     comment = fields[2].strip() if len(fields) == 3 else ""
-    if not file.parent.is_dir():
-        file.parent.mkdir(parents=True, exist_ok=True)
-    existed = os.path.lexists(file)
-    fd = os.open(file, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+    line = f"{name} {fields[0]} {fields[1]}" + (f" {comment}" if comment else "") + "\n"
+    # The file is replaced, never written in place (gitwal/durable.py): a crash
+    # leaves the old list or the new one. A symlink at ``file`` is the user's
+    # own choice of where the list lives: it is kept, and its target replaced.
+    target = Path(os.path.realpath(file))
+    while True:
+        if not os.path.lexists(target):
+            if not target.parent.is_dir():
+                makedirs_durable(target.parent)
+            try:
+                create_new(target, line.encode(), 0o644, "a")
+            except FileExistsError:
+                continue  # another adder created it first: add to theirs
+            return True
+        added = _add_locked(target, blob, name, line)
+        if added is not None:
+            return added
+
+
+def _add_locked(file: Path, blob: bytes, name: str, line: str) -> bool | None:
+    """Add ``line`` to the existing ``file`` unless it names ``blob`` for ``name``
+    already; None when another adder replaced the file meanwhile (try again).
+
+    The flock on the file serialises adders (two must not both decide "not
+    there yet"); the file keeps its mode."""
     try:
-        if not existed:
-            os.fchmod(fd, 0o644)
-        fcntl.flock(fd, fcntl.LOCK_EX)  # two adders must not both decide "not there yet"
-        size = os.fstat(fd).st_size
-        current = os.pread(fd, size, 0) if size else b""
+        fd = os.open(file, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        st = os.fstat(fd)
+        try:
+            now = os.stat(file)
+        except FileNotFoundError:
+            return None
+        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            return None  # locked a file another adder has since replaced
+        if not os.access(file, os.W_OK):  # read-only: the owner does not want it changed
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(file))
+        current = os.pread(fd, st.st_size, 0) if st.st_size else b""
         try:
             entries = _parse_allowed(current.decode("utf-8"), str(file))
         except UnicodeDecodeError:
@@ -282,14 +315,10 @@ def trust_add(file: Path, pubkey: str, name: str) -> bool:
         for entry in entries:
             if entry.public_key == blob and name in entry.principals and not entry.cert_authority:
                 return False
-        line = f"{name} {fields[0]} {fields[1]}" + (f" {comment}" if comment else "") + "\n"
         if current and not current.endswith(b"\n"):
             line = "\n" + line
-        os.write(fd, line.encode())
-        os.fsync(fd)
+        atomic_write(file, current + line.encode(), stat.S_IMODE(st.st_mode), "a")
+        return True
     finally:
         os.close(fd)
-    if not existed:
-        fsync_dir(file.parent)
-    return True
 

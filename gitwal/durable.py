@@ -96,8 +96,12 @@ def sync_filesystem(path: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
-def makedirs_durable(path: Path) -> None:
-    """Create ``path`` and parents, fsyncing each new directory's parent."""
+def makedirs_durable(path: Path, mode: int | None = None) -> None:
+    """Create ``path`` and parents, fsyncing each new directory's parent.
+
+    ``mode``: the directories this call creates get exactly this mode (the
+    umask cannot take bits away); existing ones are left alone. None: git's
+    way, 0o777 less the umask."""
     missing: list[Path] = []
     p = path
     while not p.exists():
@@ -105,9 +109,14 @@ def makedirs_durable(path: Path) -> None:
         p = p.parent
     for d in reversed(missing):
         try:
-            d.mkdir()
+            if mode is None:
+                d.mkdir()
+            else:
+                d.mkdir(mode)
         except FileExistsError:
             continue
+        if mode is not None:
+            os.chmod(d, mode)
         fsync_dir(d.parent)
 
 
@@ -266,3 +275,39 @@ def create_once(path: Path, data: bytes, mode: int = 0o600) -> bool:
         os.unlink(tmp)
     fsync_dir(path.parent)
     return True
+
+
+def create_new(path: Path, data: bytes, mode: int = 0o600, tag: str = "n") -> None:
+    """Create ``path`` durably with ``data`` and exactly ``mode``; FileExistsError
+    when the name is taken (a dangling symlink too): nothing there is replaced
+    or written through.
+
+    An unpredictable ``O_EXCL|O_NOFOLLOW`` temp file (mode 0600 from its
+    creation) is written and fsynced, then link(2) gives it the name, which
+    never replaces one, then the directory is fsynced: a crash leaves no file
+    or a whole one. On a file system without hard links the name itself is
+    created with ``O_EXCL|O_NOFOLLOW`` and written in place (a crash there can
+    leave it short)."""
+    tmp = path.with_name(temp_name(path.name, tag))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o600)
+    try:
+        try:
+            _write_fd(fd, data, mode)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise
+        except OSError:  # no hard links here: create the name itself, exclusively
+            fd = os.open(path,
+                         os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         0o600)
+            try:
+                _write_fd(fd, data, mode)
+            finally:
+                os.close(fd)
+    finally:
+        tmp.unlink(missing_ok=True)
+    fsync_dir(path.parent)

@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import dsa, ec, rsa
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from .durable import fsync_dir
+from .durable import atomic_write, create_new, makedirs_durable
 from .signing_errors import BadKey, KeyExists, SigningError
 from .sshwire import ED25519, ed25519_blob, fingerprint, parse_public_key, public_key_line
 from .userconfig import config_dir
@@ -84,45 +84,6 @@ def default_key_path() -> Path:
     return config_dir() / "signing_key"
 
 
-def _make_private_dirs(path: Path) -> None:
-    """Create the missing ancestors of ``path`` with mode 0700 (existing ones are left alone)."""
-    missing: list[Path] = []
-    d = path
-    while not d.exists():
-        missing.append(d)
-        d = d.parent
-    for d in reversed(missing):
-        try:
-            os.mkdir(d, 0o700)
-        except FileExistsError:
-            continue
-        os.chmod(d, 0o700)  # the umask may have taken bits away; never adds any
-        fsync_dir(d.parent)
-
-
-def _write_new(path: Path, data: bytes, mode: int, replace_stale: bool = True) -> Path:
-    """Create ``path`` with exactly ``mode``, write ``data``, fsync.
-
-    A file already there is removed first when ``replace_stale`` (our own
-    leftover temporary file), else it is an error (FileExistsError).
-    """
-    if replace_stale:
-        try:
-            path.unlink()
-        except FileNotFoundError:
-            pass
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
-    try:
-        os.fchmod(fd, mode)  # the umask may have taken bits away
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    return path
-
-
 def generate_key(path: Path, comment: str = "gitwal", overwrite: bool = False) -> str:
     """Create an Ed25519 key at ``path`` (OpenSSH format, mode 0600) and return its public line.
 
@@ -146,38 +107,21 @@ def generate_key(path: Path, comment: str = "gitwal", overwrite: bool = False) -
         if path.is_dir() and not path.is_symlink():
             raise KeyExists(f"{path} is a directory, not a key file",
                             "name a file path for the key")
-    _make_private_dirs(path.parent)
+    # Durable writes (gitwal/durable.py): the key is whole and synced before
+    # its name appears, and a crash leaves the old key or the new one.
+    makedirs_durable(path.parent, mode=0o700)
     key = SigningKey.generate(comment)
-    # Write a temporary file, then link it into place: link(2) never replaces an
-    # existing name, and a crash leaves either no key or a whole one.
-    tmp = _write_new(path.with_name(f".{path.name}.{os.getpid()}.tmp"),
-                     key._private_openssh(), 0o600)
-    try:
-        if overwrite:
-            os.replace(tmp, path)  # rename(2): atomic, and never follows a symlink at path
-        else:
-            _link_new(tmp, path, key, exists)
-    finally:
-        tmp.unlink(missing_ok=True)
-    pub = path.with_name(path.name + ".pub")
-    tmp = _write_new(path.with_name(f".{path.name}.pub.{os.getpid()}.tmp"),
-                     (key.public_line + "\n").encode(), 0o644)
-    os.replace(tmp, pub)
-    fsync_dir(path.parent)
-    return key.public_line
-
-
-def _link_new(tmp: Path, path: Path, key: SigningKey, exists: KeyExists) -> None:
-    """Give ``tmp`` the name ``path``, which must not exist yet."""
-    try:
-        os.link(tmp, path)
-    except FileExistsError:
-        raise exists from None
-    except OSError:  # a file system without hard links: create it in place, exclusively
+    if overwrite:
+        # rename(2) over the name: atomic, and never follows a symlink there
+        atomic_write(path, key._private_openssh(), 0o600, "k")
+    else:
         try:
-            _write_new(path, key._private_openssh(), 0o600, replace_stale=False)
+            create_new(path, key._private_openssh(), 0o600, "k")  # link(2): never replaces
         except FileExistsError:
             raise exists from None
+    atomic_write(path.with_name(path.name + ".pub"), (key.public_line + "\n").encode(),
+                 0o644, "k")
+    return key.public_line
 
 
 def refuse_inside_repository(path: Path, repo: pygit2.Repository) -> None:

@@ -86,7 +86,10 @@ def redo_command(tool: str, args: dict[str, Any], step: int | None = None,
     return text(f"{tool} {args}")
 
 
-AGENT_ARG = "agent"  # agent_call.AGENT_ARG (not imported: it would load pygit2)
+# The same key as agent_call.AGENT_ARG, copied so that this module imports
+# only display.py at run time (agent_call would add records.py; neither loads
+# pygit2). Change both together.
+AGENT_ARG = "agent"
 
 
 def agent_tool(args: dict[str, Any]) -> str | None:

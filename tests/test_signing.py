@@ -17,6 +17,7 @@ import struct
 import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pygit2
 import pytest
@@ -258,6 +259,62 @@ def test_trust_add_refuses_bad_input(tmp_path: Path, key: SigningKey) -> None:
     file.write_text(f"x@y {key.public_line}")  # no final newline: ours goes on a line of its own
     assert allowed_signers.trust_add(file, key.public_line, PRINCIPAL)
     assert [e.principals for e in allowed_signers.load_allowed(file)] == [("x@y",), (PRINCIPAL,)]
+
+
+def test_trust_add_replaces_the_file_keeping_its_mode_and_a_symlink_to_it(
+        tmp_path: Path, key: SigningKey) -> None:
+    real = tmp_path / "dotfiles" / "allowed_signers"
+    real.parent.mkdir()
+    real.write_text(f"x@y {key.public_line}\n")
+    real.chmod(0o600)
+    inode = real.stat().st_ino
+    link = tmp_path / "config" / "allowed_signers"
+    link.parent.mkdir()
+    link.symlink_to(real)
+    other = SigningKey.generate("other")
+    assert allowed_signers.trust_add(link, other.public_line, "other@test") is True
+    # the user's link stays, the list it names got the line, in a new file (rename)
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert real.read_text() == f"x@y {key.public_line}\nother@test {other.public_line}\n"
+    assert real.stat().st_ino != inode
+    assert stat.S_IMODE(real.stat().st_mode) == 0o600
+    assert sorted(os.listdir(real.parent)) == ["allowed_signers"]  # no temp file left
+    assert sorted(os.listdir(link.parent)) == ["allowed_signers"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write a read-only file")
+def test_trust_add_leaves_a_read_only_file_alone(tmp_path: Path, key: SigningKey) -> None:
+    file = tmp_path / "allowed_signers"
+    file.write_text(f"x@y {key.public_line}\n")
+    file.chmod(0o444)
+    with pytest.raises(PermissionError):
+        allowed_signers.trust_add(file, SigningKey.generate().public_line, "other@test")
+    assert file.read_text() == f"x@y {key.public_line}\n"
+
+
+def _add_after(gate: Any, file: Path, line: str, name: str) -> None:
+    gate.wait()  # every adder starts together
+    allowed_signers.trust_add(file, line, name)
+
+
+def test_concurrent_trust_adds_lose_no_line(tmp_path: Path) -> None:
+    """Each add replaces the file; adders that raced on the old one add to the new one."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    file = tmp_path / "trust" / "allowed_signers"
+    adders = [(SigningKey.generate().public_line, f"n{i}@test") for i in range(6)]
+    gate = ctx.Barrier(len(adders))
+    procs = [ctx.Process(target=_add_after, args=(gate, file, line, name))
+             for line, name in adders]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(60)
+        assert proc.exitcode == 0
+    got = sorted(file.read_text().splitlines())
+    assert got == sorted(f"{name} {line}" for line, name in adders)
+    assert os.listdir(file.parent) == ["allowed_signers"]
 
 
 def test_load_allowed_reads_git_format_with_options(tmp_path: Path) -> None:

@@ -1,0 +1,108 @@
+"""§2 of the report: one full step (intent, write, commit), gitwal against a
+hand-written reference."""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import pstats
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from . import probe
+from .common import QUICK, disk_use, fmt_ratio, fmt_time, met
+from .ops import STEP_PATH, GitwalStep, ReferenceStep
+from .section import BLOCKS, Section, base_repo, fmt_counts, sample_interleaved, say, stat_row
+from .storage import StorageCase, StorageResult, gc_storage
+
+STEPS = 40 if QUICK else 150  # per contender
+
+
+def profile_steps(op: GitwalStep, n: int) -> str:
+    """The functions where ``n`` gitwal steps spend their own time (cProfile)."""
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(n):
+        op()
+    prof.disable()
+    buf = io.StringIO()
+    st = pstats.Stats(prof, stream=buf)
+    entries = []
+    for (filename, _line, func), (_cc, ncalls, tottime, _ct, _callers) in st.stats.items():  # type: ignore[attr-defined]
+        if filename != "~":
+            func = f"{Path(filename).stem}.{func}"
+        m = re.fullmatch(r"<(?:built-in )?method '?([\w.]+)'?(?: of '(?:\w+\.)*(\w+)' objects)?>",
+                         func)
+        if m:
+            func = f"{m.group(2)}.{m.group(1)}" if m.group(2) else m.group(1)
+        entries.append((tottime, f"`{func}` {fmt_time(tottime / n)} "
+                                 f"({ncalls / n:.0f} calls)"))
+    entries.sort(reverse=True)
+    return "; ".join(text for _t, text in entries[:8])
+
+
+def bench_step(work: Path, storage: list[StorageResult]) -> Section:
+    say(f"2/6 full step ({STEPS} steps per contender)")
+    files = {STEP_PATH: b"initial\n", "README": b"step benchmark\n"}
+    repo_root = base_repo(work / "step-repo", files)
+    objects = repo_root / ".git" / "objects"
+    loose_before = disk_use(objects)
+    gitwal = GitwalStep(repo_root)
+    ref_root = work / "step-reference"
+    ref_root.mkdir()
+    (ref_root / "src").mkdir()
+    (ref_root / STEP_PATH).write_bytes(b"initial\n")
+    ops: dict[str, Callable[[], object]] = {
+        "reference step (JSONL intent+fsync, atomic write, sha256 verify, "
+        "JSONL commit+fsync)": ReferenceStep(ref_root),
+        "gitwal `run.apply(\"write_file\", ...)`": gitwal,
+    }
+    for op in ops.values():
+        for _ in range(5):
+            op()
+    stats = sample_interleaved(ops, STEPS)
+    storage.append(gc_storage(StorageCase(
+        "run written by `Run.apply` (§2, ~200-byte files)", repo_root,
+        len(gitwal.run.records()), loose_before)))
+    fsyncs: dict[str, float | None] = dict.fromkeys(ops)
+    by_path: dict[str, dict[str, float]] = {}
+    if probe.strace_available():
+        say("   strace: fsyncs per step")
+        setup = lambda r: base_repo(r, files)  # noqa: E731
+
+        def ref_setup(r: Path) -> None:
+            (r / "src").mkdir()
+            (r / STEP_PATH).write_bytes(b"initial\n")
+
+        for name, kind in zip(ops, ["reference-step", "gitwal-step"], strict=True):
+            prepare = setup if kind.startswith("gitwal") else ref_setup
+            counts = probe.per_op(prepare, kind, work, 30, trace=probe.BY_PATH)
+            fsyncs[name] = sum(counts.values())
+            by_path[kind] = counts
+    ref_stats = stats[next(iter(ops))]
+    ref = ref_stats.median
+    section = Section(
+        "2. Full step: one end-state file edit",
+        f"one ~200-byte file rewritten per step with new content each time; {STEPS} steps "
+        f"per contender after 5 warm-up steps, interleaved in {BLOCKS} blocks, in-process; "
+        "wall time per step; spread is p10 .. p90; fsyncs/op counted with strace as in §1.",
+        ["contender", "n", "median", "p10 .. p90", "ratio to reference (medians)",
+         "ratio to reference (p10s)", "fsyncs/op", "target", "met"],
+    )
+    for name, s in stats.items():
+        is_gitwal = name.startswith("gitwal")
+        ok = s.median <= 3 * ref
+        f = fsyncs[name]
+        section.rows.append(stat_row(
+            name, s, ref_stats, "n/a" if f is None else f"{f:.1f}",
+            "≤ 3x reference" if is_gitwal else "—", met(ok) if is_gitwal else "—"))
+        if is_gitwal:
+            section.targets.append(("full step ≤ 3x reference", fmt_ratio(s.median / ref), ok))
+    for kind, counts in by_path.items():
+        section.notes.append(f"fsyncs per {kind.replace('-', ' ')}, by what they sync "
+                             f"(`strace -y`): {fmt_counts(counts)}.")
+    section.notes.append(
+        "Where a gitwal step spends its own time (cProfile, 30 steps, per step, top 8 by "
+        "self time; profiling inflates Python-heavy parts): " + profile_steps(gitwal, 30) + ".")
+    return section
