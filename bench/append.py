@@ -35,7 +35,7 @@ def append_phases(app: GitwalAppend) -> dict[str, float]:
         marks.append(time.perf_counter())
         blob = RawObject(BLOB, encode(rec))
         tree = RawObject(TREE, tree_data([(f"{rec.lsn:012d}.json", MODE_BLOB, blob.oid)]))
-        commit = RawObject(COMMIT, store._commit_content(tree.oid, app.head, b"bench\n"))
+        commit = RawObject(COMMIT, store._commit_content(tree.oid, [app.head], b"bench\n"))
         marks.append(time.perf_counter())
         write_kept_pack(store._common / "objects", [blob, tree, commit])
         marks.append(time.perf_counter())

@@ -71,11 +71,13 @@ def tree_data(entries: Iterable[tuple[str, int, str]]) -> bytes:
     return bytes(out)
 
 
-def commit_data(tree: str, parents: Sequence[str], ident: bytes, message: bytes) -> bytes:
-    """An (unsigned) commit's content; ``ident`` is ``Name <email> time +zone``."""
+def commit_data(tree: str, parents: Sequence[str], author: bytes, message: bytes,
+                committer: bytes | None = None) -> bytes:
+    """An (unsigned) commit's content; an ident is ``Name <email> time +zone``
+    (the committer defaults to the author)."""
     lines = [b"tree " + tree.encode()]
     lines += [b"parent " + p.encode() for p in parents]
-    lines += [b"author " + ident, b"committer " + ident]
+    lines += [b"author " + author, b"committer " + (committer or author)]
     return b"\n".join(lines) + b"\n\n" + message
 
 

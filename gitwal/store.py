@@ -102,6 +102,13 @@ def _writing(run: str, write: Callable[[], _T]) -> _T:
     raise AssertionError("not reached")
 
 
+def _ident(sig: pygit2.Signature) -> bytes:
+    """``Name <email> time +hhmm``, as a commit header holds it."""
+    sign = "-" if sig.offset < 0 else "+"
+    hours, minutes = divmod(abs(sig.offset), 60)
+    return f"{sig.name} <{sig.email}> {sig.time} {sign}{hours:02d}{minutes:02d}".encode()
+
+
 @dataclass(frozen=True)
 class Ref:
     """An object a record names, to be kept reachable from the append commit."""
@@ -117,7 +124,6 @@ class Store(Chain):
         super().__init__(repo, run)
         self._gitdir = Path(repo.path)
         self._common = common_dir(repo)
-        self._synced_nlink = -1  # st_nlink of objects/ at our last fsync of it
         self._key: SigningKey | Literal[False] | None = False  # False: not looked up yet
         # How long ``locked()`` waits: "config" reads wal.waitTimeout; None waits for ever.
         self.wait_timeout: float | Literal["config"] | None = "config"
@@ -238,7 +244,8 @@ class Store(Chain):
                 exposed.append(r.oid)
         tree = RawObject(TREE, tree_data(entries))
         message = (summary(records[-1]) + "\n").encode()
-        commit = RawObject(COMMIT, self._commit_content(tree.oid, expect, message))
+        commit = RawObject(COMMIT, self._commit_content(tree.oid, [expect] if expect else [],
+                                                        message))
         objects += [tree, commit]
         # One kept pack: no gc can delete these objects, before or after the
         # ref names them (packwrite.py); durable when it returns.
@@ -292,13 +299,13 @@ class Store(Chain):
                                    into)
         return True
 
-    def _commit_content(self, tree: str, expect: CommitId | None, message: bytes) -> bytes:
-        """An append commit's content, SSH-signed when a key is configured."""
-        sig = pygit2.Signature(*_SIGNATURE)
-        sign = "-" if sig.offset < 0 else "+"
-        hours, minutes = divmod(abs(sig.offset), 60)
-        ident = f"{sig.name} <{sig.email}> {sig.time} {sign}{hours:02d}{minutes:02d}".encode()
-        content = commit_data(tree, [expect] if expect else [], ident, message)
+    def _commit_content(self, tree: str, parents: Sequence[str], message: bytes,
+                        like: pygit2.Commit | None = None) -> bytes:
+        """An append commit's content, SSH-signed when a key is configured;
+        ``like``: keep that commit's author and committer (a rewritten chain)."""
+        author = _ident(like.author if like else pygit2.Signature(*_SIGNATURE))
+        committer = _ident(like.committer) if like else author
+        content = commit_data(tree, parents, author, message, committer)
         key = self.signing_key()
         if key is None:
             return content
@@ -361,16 +368,6 @@ class Store(Chain):
             raise RunSealed(f"run {self.run} is sealed (LSN {last.lsn}): it cannot be {doing}",
                             "a sealed run is finished; start a new one with `git wal begin`")
 
-    def _write_commit(self, author: pygit2.Signature, committer: pygit2.Signature,
-                      message: str, tree: pygit2.Oid, parents: list[pygit2.Oid]) -> pygit2.Oid:
-        """An append commit (no ref moved), SSH-signed when a key is configured."""
-        key = self.signing_key()
-        if key is None:
-            return self.repo.create_commit(None, author, committer, message, tree, parents)
-        from .signing import create_signed_commit
-
-        return create_signed_commit(self.repo, key, tree, parents, author, committer, message)
-
     def signing_key(self) -> SigningKey | None:
         """The key named by ``git config wal.signingKey``, loaded once; None: unsigned."""
         if self._key is False:
@@ -383,23 +380,6 @@ class Store(Chain):
 
                 self._key = load_key(Path(os.path.expanduser(path)))
         return self._key or None
-
-    def _sync_objects_dir(self) -> None:
-        """Make the objects/xx entries our objects went into durable.
-
-        libgit2 (fsync mode) syncs each object file and its objects/xx dir,
-        but not objects/ when it had to create objects/xx -- and another
-        program may have created objects/xx without syncing either. One fsync
-        of objects/ makes every fan-out dir that exists at that moment
-        durable, so it is needed again only when a fan-out dir has appeared
-        since (st_nlink counts subdirectories; where it reads 1, as on btrfs,
-        always sync).
-        """
-        objects = self._common / "objects"
-        nlink = os.stat(objects).st_nlink
-        if nlink < 2 or nlink != self._synced_nlink:
-            fsync_dir(objects)
-            self._synced_nlink = nlink
 
     def _move_ref(self, commit: pygit2.Oid, expect: CommitId | None) -> None:
         refs_wal = self._common / "refs" / "wal"
@@ -479,20 +459,26 @@ class Store(Chain):
         keep.reverse()
         root_oid, root_batch = keep[0]
         root = self._commit(root_oid)
-        tb = self.repo.TreeBuilder(root.tree)
-        for rec in root_batch:
-            if rec.lsn < lsn:
-                tb.remove(f"{rec.lsn:012d}.json")
-        parent: list[pygit2.Oid] = []
-        tree = tb.write()
+        dropped = {f"{rec.lsn:012d}.json" for rec in root_batch if rec.lsn < lsn}
+        entries = [(str(e.name), int(e.filemode), str(e.id)) for e in root.tree]
+        tree = RawObject(TREE, tree_data(e for e in entries if e[0] not in dropped))
+        # Written as one kept pack, like appends: no gc can take the new
+        # chain's objects before or after the live ref names them.
+        objects = [tree]
+        parents: list[str] = []
         for i, (oid, _batch) in enumerate(keep):
             old = self._commit(oid)
             # Re-signed like any append: a compacted chain stays verifiable.
-            new = self._write_commit(old.author, old.committer, old.message,
-                                     tree if i == 0 else old.tree_id, parent)
-            parent = [new]
-        self._sync_objects_dir()
-        return CommitId(str(parent[0]))
+            content = self._commit_content(tree.oid if i == 0 else str(old.tree_id),
+                                           parents, old.raw_message, old)
+            objects.append(RawObject(COMMIT, content))
+            parents = [objects[-1].oid]
+        try:
+            write_kept_pack(self._common / "objects", objects)
+        except OSError as e:
+            raise WalError(f"could not write the compacted chain of run {self.run}: {e}",
+                           "nothing was changed; run the command again") from e
+        return CommitId(parents[0])
 
     def move_head(self, expect: CommitId, new: CommitId) -> None:
         """Compare-and-swap the live ref, also to a non-descendant (compaction, repair).
