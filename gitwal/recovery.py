@@ -115,7 +115,10 @@ class Recovery(ExecDecisions):
             self._refuse_own_call(open_intents)
         outcomes: list[Outcome] = []
         removed: list[str] = []
-        finished = () if dry_run else self._finish_restores(records)
+        finished: tuple[str, ...] = ()
+        if not dry_run:
+            finished, cleared_temps = self._finish_restores(records)
+            removed.extend(cleared_temps)
         for intent in open_intents:
             # -- log trust (docs/security.md): a step whose command this clone
             # did not write is not decided: deciding may run the command.

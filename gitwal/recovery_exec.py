@@ -38,7 +38,8 @@ class ExecDecisions:
     def _committed_elsewhere(self) -> dict[tuple[str, str], str]:
         raise NotImplementedError
 
-    def _finish_restores(self, records: list[Record]) -> tuple[str, ...]:
+    def _finish_restores(self, records: list[Record]
+                         ) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """Finish a shell step's restore that a crash cut short.
 
         The abort of a restored exec step is durable before its paths are put
@@ -47,10 +48,12 @@ class ExecDecisions:
         left them. Those still holding exactly the saved snapshot's state are
         put back now; any other content is not gitwal's and stays. Only the
         trailing aborts are finished: after a later intent the tree is the
-        agent's again."""
+        agent's again. Returns (paths put back, paths whose temp files the
+        killed restore left were removed)."""
         last_intent = max((r.lsn for r in records if isinstance(r, Intent)), default=Lsn(0))
         intents = {r.lsn: r for r in records if isinstance(r, Intent)}
         done: list[str] = []
+        cleared: list[str] = []
         for rec in records:
             if not (isinstance(rec, Abort) and rec.lsn > last_intent and rec.restored
                     and rec.saved and rec.saved[0][0] == "."):
@@ -58,6 +61,7 @@ class ExecDecisions:
             intent = intents.get(rec.intent)
             if intent is None or intent.tool != "exec":
                 continue
+            cleared += [p for p in rec.restored if self.wt.clear_temp(p, f"r{intent.lsn}")]
             pre = TreeId(intent.pre[0])
             saved = TreeId(rec.saved[0][1])
             if not (isinstance(self.store.repo.get(pre), pygit2.Tree)
@@ -67,7 +71,7 @@ class ExecDecisions:
                     if found(self.wt, p) != tree_state(self.store.repo, pre, p)]
             if left:
                 done.extend(restore_tree(self.wt, pre, saved, left, f"r{intent.lsn}").restored)
-        return tuple(done)
+        return tuple(done), tuple(cleared)
 
     def _running(self, intent: Intent) -> str:
         if self.store.command_running(intent.lsn) is None:

@@ -325,9 +325,13 @@ def test_a_restore_killed_half_way_is_finished_by_the_next_recovery(repo: Path) 
                   if (repo / p).exists() and (repo / p).read_text() != "hello\n")
     assert len(left) >= 2, left  # killed after the first change
     (repo / left[-1]).write_text("a person's words\n")
+    intent = rows[-1]["intent"]
+    temp = repo / f".{left[0]}.r{intent}.0123456789abcdef.walt"  # a write the kill cut
+    temp.write_text("half")
     code, report = recover(repo)
     assert code == 0 and not report["intents"]
     assert sorted(report["finished_restore"]) == left[:-1]
+    assert not temp.exists() and report["removed_temp_files"] == [left[0]]
     assert (repo / left[-1]).read_text() == "a person's words\n"
     assert (repo / "README").read_text() == "hello\n" or left[-1] == "README"
     for p in ("a.txt", "b.txt", "c.txt"):
