@@ -114,7 +114,7 @@ def seal(run: Run) -> SealResult:
             raise SealRefused(f"run {run.id}: intent LSN {last.lsn} ({last.tool} "
                               f"{' '.join(last.target)}) is open",
                               f"run `git wal recover --run {run.id}` first, then seal")
-        key = store.signing_key()
+        key = store.signer
         if key is None:
             raise SealRefused(
                 "a seal must be signed, and no signing key is configured (wal.signingKey)",

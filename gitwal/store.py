@@ -58,7 +58,7 @@ from .packwrite import (
 from .records import Intent, Record, Seal, encode, summary
 
 if TYPE_CHECKING:
-    from .keys import SigningKey
+    from .signer import Signer
 
 ARCHIVE_PREFIX = "refs/wal-archive/"  # refs/wal-archive/<run>/<n>: compacted-away history
 CHECKPOINT_PREFIX = "refs/wal-checkpoints/"  # refs/wal-checkpoints/<run>/<lsn>: detached
@@ -120,11 +120,13 @@ class Ref:
 class Store(Chain):
     """Appends to (and, through :class:`Chain`, reads) the records of one run."""
 
-    def __init__(self, repo: pygit2.Repository, run: RunId) -> None:
+    def __init__(self, repo: pygit2.Repository, run: RunId,
+                 signer: Signer | None = None) -> None:
         super().__init__(repo, run)
         self._gitdir = Path(repo.path)
         self._common = common_dir(repo)
-        self._key: SigningKey | Literal[False] | None = False  # False: not looked up yet
+        # Signs every append commit when given (signer.py); None: unsigned.
+        self.signer = signer
         # How long ``locked()`` waits: "config" reads wal.waitTimeout; None waits for ever.
         self.wait_timeout: float | Literal["config"] | None = "config"
         self.notify: Callable[[str], None] = tell  # says who holds the lock while we wait
@@ -306,12 +308,9 @@ class Store(Chain):
         author = _ident(like.author if like else pygit2.Signature(*_SIGNATURE))
         committer = _ident(like.committer) if like else author
         content = commit_data(tree, parents, author, message, committer)
-        key = self.signing_key()
-        if key is None:
+        if self.signer is None:
             return content
-        from .signing import sign_commit_buffer
-
-        return with_signature(content, sign_commit_buffer(key, content))
+        return with_signature(content, self.signer.sign(content))
 
     def _merge_packs(self) -> None:
         """Merge gitwal's small kept packs now and then (packwrite.merge), by
@@ -367,19 +366,6 @@ class Store(Chain):
         if isinstance(last, Seal):
             raise RunSealed(f"run {self.run} is sealed (LSN {last.lsn}): it cannot be {doing}",
                             "a sealed run is finished; start a new one with `git wal begin`")
-
-    def signing_key(self) -> SigningKey | None:
-        """The key named by ``git config wal.signingKey``, loaded once; None: unsigned."""
-        if self._key is False:
-            try:
-                path = str(self.repo.config["wal.signingKey"])
-            except KeyError:
-                self._key = None
-            else:
-                from .keys import load_key  # cryptography only when signing
-
-                self._key = load_key(Path(os.path.expanduser(path)))
-        return self._key or None
 
     def _move_ref(self, commit: pygit2.Oid, expect: CommitId | None) -> None:
         refs_wal = self._common / "refs" / "wal"

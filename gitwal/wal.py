@@ -22,6 +22,7 @@ from .recovery import Recovery
 from .report import Report
 from .repository import open_repository
 from .run import Run
+from .signer import configured_signer
 from .store import Store, list_runs, wal_dir
 from .worktree import Worktree
 
@@ -84,7 +85,7 @@ class Wal:
         if self.repo.head_is_unborn:
             raise WalError("the repository has no commit yet (HEAD is unborn)",
                            "make a first commit, then begin a run")
-        store = Store(self.repo, rid)
+        store = Store(self.repo, rid, configured_signer(self.repo))
         if store.exists():
             raise WalError(f"run {rid} already exists",
                            "pick another --run id, or omit --run for a fresh one")
@@ -111,7 +112,7 @@ class Wal:
         rid = RunId(run_id) if run_id else self.current()
         if not valid_run_id(rid):
             raise UnknownRun(f"invalid run id {rid!r}", "list runs with `git wal runs`")
-        store = Store(self.repo, rid)
+        store = Store(self.repo, rid, configured_signer(self.repo))
         if not store.exists():
             raise UnknownRun(f"no run {rid}", "list runs with `git wal runs`")
         if wait_timeout is not None:
