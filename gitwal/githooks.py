@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-import pygit2
-
 from .durable import atomic_write, makedirs_durable
 from .errors import WalError
+from .repository import open_repository
 from .verify_signatures import signature_problems
 
 HOOKS = ("pre-commit", "reference-transaction")  # a working repository's
@@ -123,7 +122,7 @@ def push_signature_problems(cwd: Path, appends: Sequence[tuple[str, str]],
     not read by itself. A missing or malformed allowed-signers file raises
     (the push is refused: fail closed).
     """
-    repo = pygit2.Repository(pygit2.discover_repository(str(cwd)))
+    repo = open_repository(cwd)
     quarantine = os.environ.get("GIT_QUARANTINE_PATH")
     if quarantine:
         repo.odb.add_disk_alternate(quarantine)

@@ -34,9 +34,12 @@ from .display import safe
 from .errors import NotARepository, RunBusy, WalError
 from .ids import CommitId, RunId, valid_run_id
 from .remote_checks import chain_defect, compaction_defect
+from .repository import open_repository
+from .runs import select_runs
 from .secret_scan import SecretInLog, scan
 from .store import ARCHIVE_PREFIX, CHECKPOINT_PREFIX, Store
-from .verify import select_runs
+
+_BARE_OK = "run this inside a clone (or a bare repository)"
 
 LIVE_PREFIX = "refs/wal/"
 NAMESPACES = (LIVE_PREFIX, ARCHIVE_PREFIX, CHECKPOINT_PREFIX)
@@ -94,17 +97,6 @@ def _last_line(text: str) -> str:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     return lines[-1] if lines else "no output"
 
-
-def open_repo(cwd: Path) -> pygit2.Repository:
-    """The repository at ``cwd``; bare ones too (a server or a mirror relays logs)."""
-    try:
-        found = pygit2.discover_repository(str(cwd))
-    except pygit2.GitError:
-        found = None
-    if found is None:
-        raise NotARepository(f"not a git repository: {os.path.abspath(cwd)}",
-                             "run this inside a clone (or a bare repository)")
-    return pygit2.Repository(found)
 
 
 def resolve_remote(cwd: Path, name: str | None) -> str:
@@ -272,7 +264,7 @@ def _refuse_secrets(repo: pygit2.Repository, runs: Iterable[str]) -> None:
 def push(cwd: Path, remote: str | None, run_id: str | None, everything: bool) -> Transfer:
     """Push the selected runs' logs (default: the current run, else every run)."""
     name = resolve_remote(cwd, remote)
-    repo = open_repo(cwd)
+    repo = open_repository(cwd, _BARE_OK)
     runs = select_runs(repo, run_id, everything)
     _refuse_secrets(repo, runs)
     local = _log_refs(repo, runs)
@@ -408,7 +400,7 @@ def fetch(cwd: Path, remote: str | None, offline: bool = False,
             raise WalError(f"git fetch {name} failed: {_last_line(proc.stderr)}",
                            "check the remote's URL and your access (`git remote -v`); "
                            "no local log was changed")
-    repo = open_repo(cwd)  # opened after the fetch: its objects are visible
+    repo = open_repository(cwd, _BARE_OK)  # opened after the fetch: its objects are visible
     staged = _staged(repo, name)
     if run is not None:
         staged = {ref: oid for ref, oid in staged.items()

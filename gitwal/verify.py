@@ -22,7 +22,6 @@ commits, and so their signatures, in ``RunContext.segments``.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -32,10 +31,11 @@ from typing import Any, Protocol
 import pygit2
 
 from .allowed_signers import AllowedSigner, load_allowed
-from .errors import CorruptLog, NotARepository, UnknownRun, WalError
-from .ids import RunId, valid_run_id
+from .errors import CorruptLog, WalError
+from .ids import RunId
 from .records import Checkpoint, Intent, Plan, decode
-from .store import ARCHIVE_PREFIX, Store, list_runs, wal_dir
+from .runs import all_runs
+from .store import ARCHIVE_PREFIX, Store
 from .verify_branch import branch_failures, logged_states, resolve
 from .verify_chain import Entry, Failure, Segment, merge_segments, read_segment
 from .verify_checkpoints import checkpoint_failures
@@ -50,7 +50,7 @@ from .verify_seal import seal_failures
 from .verify_signatures import signature_failures
 
 __all__ = ["DEFAULT_CHECKS", "Check", "Failure", "Options", "Report", "RunContext",
-           "RunResult", "open_repo", "select_runs", "verify"]
+           "RunResult", "verify"]
 
 Progress = Callable[[int, int, str, str], None]  # (n, of, run, what is being done)
 
@@ -230,46 +230,6 @@ class Report:
         return {"runs": [r.to_dict() for r in self.runs], "ok": self.ok,
                 "allowed_signers": self.allowed_signers}
 
-
-def open_repo(path: str | os.PathLike[str] = ".") -> pygit2.Repository:
-    """The repository at ``path``; bare ones too (``Wal`` needs a working tree)."""
-    try:
-        found = pygit2.discover_repository(str(path))
-    except pygit2.GitError:
-        found = None
-    if found is None:
-        raise NotARepository(f"not a git repository: {os.path.abspath(path)}",
-                             "run `git wal verify` inside a clone or a mirror")
-    return pygit2.Repository(found)
-
-
-def all_runs(repo: pygit2.Repository) -> list[str]:
-    """Runs with a live log or an archived segment (dropped runs too), oldest first."""
-    runs = set(list_runs(repo))
-    for name in repo.references:
-        if name.startswith(ARCHIVE_PREFIX):
-            run, _, n = name[len(ARCHIVE_PREFIX):].rpartition("/")
-            if valid_run_id(run) and n.isdigit():  # gitwal archives no other names
-                runs.add(RunId(run))
-    return sorted(runs)
-
-
-def select_runs(repo: pygit2.Repository, run_id: str | None, everything: bool) -> list[str]:
-    """--run ID, --all, or by default the current run (every run when there is none)."""
-    known = all_runs(repo)
-    if run_id is not None:
-        if not valid_run_id(run_id) or run_id not in known:
-            raise UnknownRun(f"no run {run_id}",
-                             "list runs with `git wal runs` (or verify them all with --all)")
-        return [run_id]
-    if not everything:
-        try:
-            current = (wal_dir(repo) / "current").read_text().strip()
-        except OSError:
-            current = ""
-        if current in known:
-            return [current]
-    return known
 
 
 def _load(repo: pygit2.Repository, run: str) -> Loaded:

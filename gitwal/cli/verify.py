@@ -15,8 +15,10 @@ import click
 import pygit2
 
 from ..errors import EXIT_ERROR
+from ..repository import open_repository
+from ..runs import select_runs
 from ..trust import allowed_signers_file
-from ..verify import Options, Report, RunResult, open_repo, select_runs, verify
+from ..verify import Options, Report, RunResult, verify
 from . import emit_json, handled, main
 from .steps import RUN
 
@@ -120,7 +122,7 @@ def verify_(run_id: str | None, everything: bool, branch: str | None, fmt: str,
             raise click.UsageError("--json and --format junit exclude each other",
                                    click.get_current_context())
         fmt = "json"
-    repo = open_repo(".")
+    repo = open_repository(".", "run `git wal verify` inside a clone or a mirror")
     runs = select_runs(repo, run_id, everything)
     options = Options(branch=branch, allowed_signers=_allowed_signers(repo, allowed),
                       require_signed=require_signed, require_sealed=require_sealed)
