@@ -20,6 +20,7 @@ import pygit2
 from ..chain import common_dir
 from ..display import safe
 from ..errors import EXIT_ERROR, EXIT_USAGE, WalError
+from ..repository import open_repository
 
 LIVE_PREFIX = "refs/wal/"
 
@@ -69,9 +70,8 @@ def _appended_since(started_ns: int) -> list[str]:
     saying the log changed.
     """
     try:
-        found = pygit2.discover_repository(os.getcwd())
-        repo = pygit2.Repository(found) if found else None
-    except (pygit2.GitError, OSError, KeyError):
+        repo: pygit2.Repository | None = open_repository(os.getcwd())
+    except (WalError, OSError):
         repo = None
     out: list[str] = []
     if repo is None:
