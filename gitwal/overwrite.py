@@ -29,6 +29,7 @@ import pygit2
 
 from .errors import PathRefused
 from .ids import ABSENT, BlobId, TreeId
+from .restore import restore_paths
 from .worktree import MODE_GITLINK, MODE_TREE, Worktree, blob_id
 
 # What a path holds when it is not a file gitwal can hash.
@@ -168,7 +169,7 @@ def restore_tree(wt: Worktree, pre: TreeId, now: TreeId, paths: Iterable[str],
     keeps (so every byte overwritten can be brought back from that tree).
     A path that changed again since the snapshot is left as it is."""
     safe, kept = restore_plan(wt, now, paths)
-    restored = wt.restore_paths(pre, safe, tag)
+    restored = restore_paths(wt, pre, safe, tag)
     kept += [Kept(p, SPECIAL, why) for p, why in restored.skipped]
     return TreeRestore(restored.done, tuple(kept))
 

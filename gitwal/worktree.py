@@ -23,7 +23,6 @@ import subprocess
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pygit2
 
@@ -41,9 +40,6 @@ from .durable import (
 )
 from .errors import PathRefused, WalError
 from .ids import ABSENT, BlobId, TreeId
-
-if TYPE_CHECKING:
-    from .restore import Restored
 
 MODE_FILE = 0o100644
 MODE_EXEC = 0o100755
@@ -429,12 +425,6 @@ class Worktree:
             paths.add(delta.old_file.path)
             paths.add(delta.new_file.path)
         return sorted(paths)
-
-    def restore_paths(self, tree: TreeId, paths: list[str], tag: str) -> Restored:
-        """Put each path back to its state in ``tree`` (see gitwal/restore.py)."""
-        from .restore import restore_paths  # restore.py builds on this module
-
-        return restore_paths(self, tree, paths, tag)
 
     def lstat(self, rel: str) -> os.stat_result | None:
         """What is at ``rel`` (a symlink itself, not its target), or None."""
