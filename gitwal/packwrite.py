@@ -158,20 +158,32 @@ def _write_file(directory: Path, name: str, data: bytes) -> None:
         raise
 
 
+def _intact(pack: Path, size: int, idx: Path) -> bool:
+    """Whether the same pack (its name is its checksum) is there in full already."""
+    try:
+        return pack.stat().st_size == size and idx.stat().st_size > 0
+    except OSError:
+        return False
+
+
 def write_kept_pack(objects_dir: Path, objects: Sequence[RawObject]) -> str:
     """Write ``objects`` as one kept pack in ``objects_dir/pack``; returns its name
     (``pack-<checksum>``). Durable when this returns."""
     pack, idx, _oids = pack_bytes(objects)
     directory = objects_dir / "pack"
     name = "pack-" + pack[-20:].hex()
-    if not (directory / f"{name}.idx").exists():
-        # The .keep first: no moment exists at which gc can see this pack unkept.
-        fd = os.open(directory / f"{name}.keep", os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC,
-                     0o444)
+    # The .keep first: no moment exists at which gc can see this pack unkept.
+    try:
+        fd = os.open(directory / f"{name}.keep",
+                     os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except FileExistsError:
+        pass  # the same objects packed before (a pack's name is its checksum)
+    else:
         try:
             os.write(fd, KEEP_MESSAGE)
         finally:
             os.close(fd)
+    if not _intact(directory / f"{name}.pack", len(pack), directory / f"{name}.idx"):
         _write_file(directory, f"{name}.pack", pack)
         _write_file(directory, f"{name}.idx", idx)
     fsync_dir(directory)
