@@ -9,6 +9,8 @@ to a damaged closing, which used to differ between its copies.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,7 +153,39 @@ def test_unlogged_records_count_only_when_asked(repo: Path) -> None:
     assert pre.held == explained.held  # a view over the open intent, not folded in
 
 
-# -- damaged closings --------------------------------------------------------------
+# -- damaged closings: one answer (it used to be a traceback, a crash or a guess) --
+
+
+def test_a_commit_whose_post_does_not_fit_its_intent_is_a_damaged_log(repo: Path) -> None:
+    ok(repo, "begin", "--run", RUN)
+    ok(repo, "apply", "ensure-line", "a.txt", "one")  # LSN 2, 3
+    raw = json.loads(git(repo, "cat-file", "blob", f"{REF}:000000000003.json"))
+    assert raw["type"] == "commit" and len(raw["post"]) == 1
+    raw["post"] = raw["post"] * 2
+    record = json.dumps(raw, sort_keys=True, separators=(",", ":")).encode()
+    blob_id = git(repo, "hash-object", "-w", "--stdin", input=record).strip()
+    tree = git(repo, "mktree", input=f"100644 blob {blob_id}\t000000000003.json\n".encode())
+    ident = {f"GIT_{who}_{what}": value for who in ("AUTHOR", "COMMITTER")
+             for what, value in (("NAME", "gitwal"), ("EMAIL", "gitwal@localhost"))}
+    forged = subprocess.run(["git", "commit-tree", tree.strip(), "-p", f"{REF}~1", "-m",
+                             "wal 3 commit"], cwd=repo, env={**os.environ, **ident},
+                            check=True, capture_output=True, text=True).stdout.strip()
+    git(repo, "update-ref", REF, forged)
+    before = (repo / "a.txt").read_bytes()
+
+    for args in (["recover"], ["prompt"]):
+        proc = wal(repo, *args)
+        assert proc.returncode == 1 and proc.stdout == "", proc.stderr
+        assert proc.stderr.startswith(
+            "error: run r1 LSN 3: the commit records 2 post id(s) for the 1 target(s) of "
+            "intent LSN 2\nhint: the log was damaged or rewritten outside gitwal"), proc.stderr
+        assert "Traceback" not in proc.stderr
+    assert (repo / "a.txt").read_bytes() == before
+    # verify reads past it: the intent check names it, nothing else trips on it.
+    proc = wal(repo, "verify", "--run", RUN, "--json")
+    assert proc.returncode == 1, proc.stderr
+    failures = json.loads(proc.stdout)["runs"][0]["failures"]
+    assert [(f["check"], f["lsn"]) for f in failures] == [("intent", 3)], failures
 
 
 def test_strict_and_lenient_folds_of_a_damaged_closing(repo: Path) -> None:
