@@ -173,7 +173,7 @@ def test_a_commit_whose_post_does_not_fit_its_intent_is_a_damaged_log(repo: Path
     git(repo, "update-ref", REF, forged)
     before = (repo / "a.txt").read_bytes()
 
-    for args in (["recover"], ["prompt"]):
+    for args in (["recover"], ["prompt"], ["checkpoint"]):
         proc = wal(repo, *args)
         assert proc.returncode == 1 and proc.stdout == "", proc.stderr
         assert proc.stderr.startswith(
