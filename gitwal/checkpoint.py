@@ -18,7 +18,8 @@ from .durable import crash_point
 from .effects import run_check
 from .errors import WalError
 from .ids import CommitId, Lsn, TreeId
-from .records import Checkpoint, Commit, Intent, Plan, Record, Seal, Unlogged, encode
+from .ledger import COMMITTED, EXPLAINED, Ledger, fold
+from .records import Checkpoint, Commit, Intent, Record, Seal, encode
 from .run import Run
 from .store import ARCHIVE_PREFIX, CHECKPOINT_PREFIX, Ref, RunSealed
 from .worktree import Worktree, blob_id, tree_state
@@ -73,44 +74,13 @@ def _git(wt: Worktree, *args: str, input: str | None = None) -> str:
     return proc.stdout
 
 
-def expected_state(repo: pygit2.Repository, wt: Worktree, records: list[Record],
-                   with_unlogged: bool = False) -> dict[str, str]:
-    """path -> object id (or ABSENT) that the committed steps of ``records`` left
-    (``with_unlogged``: or that an ``unlogged`` record saw since, if it is newer)."""
-    intents: dict[int, Intent] = {}
-    out: dict[str, str] = {}
-    for rec in records:
-        if isinstance(rec, Unlogged):
-            if with_unlogged:
-                out.update(zip(rec.paths, rec.observed, strict=True))
-        elif isinstance(rec, Intent):
-            intents[rec.lsn] = rec
-        elif isinstance(rec, Commit):
-            intent = intents[rec.intent]
-            if intent.tool == "exec":
-                post = TreeId(rec.post[0])
-                for path in wt.changed_paths(TreeId(intent.pre[0]), post):
-                    out[path] = tree_state(repo, post, path)
-            else:
-                out.update(zip(intent.target, rec.post, strict=True))
-    return out
-
-
-def unexplained(run: Run, records: list[Record], base_tree: TreeId, snap: TreeId) -> list[str]:
-    """Paths whose state in ``snap`` no committed step explains."""
-    repo = run.store.repo
-    expected = expected_state(repo, run.wt, records)
-    out = {p for p in run.wt.changed_paths(base_tree, snap) if p not in expected}
+def unexplained(trees: Worktree, ledger: Ledger, snap: TreeId) -> list[str]:
+    """Paths whose state in ``snap`` the ledger (from its base tree) does not explain."""
+    repo, base = trees.repo, ledger.require_base()
+    expected = ledger.expected()
+    out = {p for p in trees.changed_paths(base, snap) if p not in expected}
     out |= {p for p, want in expected.items() if tree_state(repo, snap, p) != want}
     return sorted(out)
-
-
-def _base_tree(run: Run, first: Record, plan: Plan) -> TreeId:
-    if isinstance(first, Checkpoint):
-        return TreeId(first.tree)
-    base = run.store.repo[plan.base]
-    assert isinstance(base, pygit2.Commit)
-    return TreeId(str(base.tree_id))
 
 
 def checkpoint(run: Run, message: str | None = None, check: str | None = None,
@@ -133,10 +103,10 @@ def checkpoint(run: Run, message: str | None = None, check: str | None = None,
             )
         plan = store.plan(records[0])
         snap = wt.snapshot(run.id)
-        unlogged = unexplained(run, records, _base_tree(run, records[0], plan), snap)
+        unlogged = unexplained(wt, fold(wt, records, COMMITTED), snap)
         # A change an `unlogged` record already saw is on record: the checkpoint
         # lists it like any unlogged path, but needs no --include-unlogged.
-        seen = expected_state(repo, wt, records, with_unlogged=True) if unlogged else {}
+        seen = fold(wt, records, EXPLAINED).expected() if unlogged else {}
         pending = [p for p in unlogged if seen.get(p) != tree_state(repo, snap, p)]
         if pending and not include_unlogged:
             shown = ", ".join(pending[:10]) + (" ..." if len(pending) > 10 else "")

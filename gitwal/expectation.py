@@ -1,9 +1,10 @@
 """What the log expects the working tree to be, and what a look at it finds.
 
-Since the newest checkpoint, every committed step gives its targets their
-(observed) post-image, an exec step every path its post tree changed, and an
-``unlogged`` record the states it found; any other path is expected as in the
-segment's base tree. Whatever differs when a hook looks becomes an
+The expectation is the ledger (gitwal/ledger.py) with ``unlogged`` records
+counted: since the newest checkpoint, every committed step gives its targets
+their (observed) post-image, an exec step every path its post tree changed,
+and an ``unlogged`` record the states it found; any other path is expected as
+in the segment's base tree. Whatever differs when a hook looks becomes an
 ``unlogged`` record (no silent gap), naming the blobs found so ``git gc``
 keeps them. Nothing here writes the working tree: the agent owns its effects.
 """
@@ -19,7 +20,8 @@ from . import secrets
 from .display import safe
 from .errors import PathRefused, WalError
 from .ids import ABSENT, CommitId, Lsn, TreeId
-from .records import Abort, Checkpoint, Commit, Intent, Record, Unlogged
+from .ledger import EXPLAINED, Ledger, fold
+from .records import Abort, Commit, Intent, Record, Unlogged
 from .run import Run
 from .store import Ref
 from .worktree import MODE_GITLINK, MODE_TREE, blob_id, tree_state
@@ -69,40 +71,11 @@ class Expectation:
         self.full_check = full_check  # compare the whole tree, not only known paths
         self._secret: Callable[[str], bool] | None = None  # built on first use
 
-    def base_tree(self, records: list[Record]) -> TreeId:
-        first = records[0]
-        if isinstance(first, Checkpoint):
-            return TreeId(first.tree)
-        plan = self.store.plan(first)
-        commit = self.repo[plan.base]
-        assert isinstance(commit, pygit2.Commit)
-        return TreeId(str(commit.tree_id))
-
-    def expected(self, records: list[Record]) -> dict[str, str]:
-        """path -> the state the log last gave it, since the newest checkpoint.
-
-        Committed steps give their (observed) post, exec steps every path
-        their post tree changed, ``unlogged`` records what they found. Paths
-        not in the result are expected as in the segment's base tree.
-        """
-        intents: dict[int, Intent] = {}
-        out: dict[str, str] = {}
-        for rec in records:
-            if isinstance(rec, Intent):
-                intents[rec.lsn] = rec
-            elif isinstance(rec, Commit):
-                intent = intents.get(rec.intent)
-                if intent is None:
-                    continue
-                if intent.tool == "exec":
-                    post = TreeId(rec.post[0])
-                    for path in self.wt.changed_paths(TreeId(intent.pre[0]), post):
-                        out[path] = tree_state(self.repo, post, path)
-                else:
-                    out.update(zip(intent.target, rec.post, strict=True))
-            elif isinstance(rec, Unlogged):
-                out.update(zip(rec.paths, rec.observed, strict=True))
-        return out
+    def ledger(self, records: list[Record]) -> Ledger:
+        """What the log expects since the newest checkpoint (ledger.py, EXPLAINED):
+        committed steps' (observed) posts, exec steps' changed paths, and the
+        states ``unlogged`` records found; other paths as in the base tree."""
+        return fold(self.wt, records, EXPLAINED)
 
     def notice(self, state: Pending, noticed: str, paths: Sequence[str] = (),
                 snapshot: TreeId | None = None) -> None:
@@ -111,9 +84,9 @@ class Expectation:
         Checks the paths the log knows and ``paths`` by reading them; with a
         snapshot (or ``full_check``), every path of the tree as well.
         """
-        records = state.all()
-        expect = self.expected(records)
-        base = self.base_tree(records)
+        ledger = self.ledger(state.all())
+        expect = ledger.expected()
+        base = ledger.require_base()
         if snapshot is None and self.full_check:
             snapshot = self.wt.snapshot(self.run_id)
         found: dict[str, tuple[str, str, list[Ref]]] = {}

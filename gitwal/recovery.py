@@ -32,6 +32,7 @@ from .durable import crash_point
 from .effects import apply_post, missing_images, restore_pre, run_check
 from .errors import RunBusy, WalError
 from .ids import CommitId, Lsn
+from .ledger import Rules, changes
 from .overwrite import (
     DIRECTORY,
     SPECIAL,
@@ -53,7 +54,6 @@ from .report import (
     Drift,
     Outcome,
     Report,
-    committed_states,
     summarise,
     undone_steps,
 )
@@ -139,7 +139,7 @@ class Recovery(ExecDecisions):
         # Under the run lock nobody else appends: the log is what we read plus
         # what we added (no second walk of the chain).
         after = records + self.appended
-        committed, aborted, drift = summarise(after, self.wt, self.store.repo)
+        committed, aborted, drift = summarise(after, self.wt)
         cp = after[0] if isinstance(after[0], Checkpoint) else None
         return Report(
             run=self.store.run, plan=plan, records=after[-1].lsn, committed=committed,
@@ -263,8 +263,8 @@ class Recovery(ExecDecisions):
                     records = Chain(self.store.repo, rid).segment()
                 except WalError:
                     continue
-                for path, state, lsn in committed_states(records, self.wt, self.store.repo):
-                    self._others[(path, state)] = f"by run {rid} at LSN {lsn}"
+                for path, held in changes(self.wt, records, Rules(lenient=True)):
+                    self._others[(path, held.state)] = f"by run {rid} at LSN {held.lsn}"
         return self._others
 
     def _decide_foreign(self, intent: Intent, now: tuple[str, ...],
@@ -359,5 +359,5 @@ class Recovery(ExecDecisions):
 
 
 
-__all__ = ["Drift", "Outcome", "Recovery", "Report", "committed_states", "summarise",
+__all__ = ["Drift", "Outcome", "Recovery", "Report", "summarise",
            "to_dict"]

@@ -4,17 +4,15 @@ renders it; ``--json`` prints :meth:`Report.to_dict` (docs/recovery.md)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import pygit2
-
-from .ids import Lsn, TreeId
+from .ids import Lsn
+from .ledger import COMMITTED, fold
 from .overwrite import found
 from .prompt import redo_command, remaining_steps, render
 from .records import Abort, Checkpoint, Commit, Intent, Plan, Record
-from .worktree import Worktree, tree_state
+from .worktree import Worktree
 
 APPLIED = "applied-missing-commit"
 NOT_APPLIED = "not-applied"
@@ -159,39 +157,20 @@ def undone_steps(records: list[Record], decided: set[Lsn]) -> tuple[Outcome, ...
     return tuple(out)
 
 
-def committed_states(records: list[Record], wt: Worktree, repo: pygit2.Repository
-                     ) -> Iterator[tuple[str, str, Lsn]]:
-    """(path, state, intent LSN) for every path each committed step set, in
-    log order (for an exec step: every path its pre and post trees differ in)."""
-    intents = {r.lsn: r for r in records if isinstance(r, Intent)}
-    for rec in records:
-        if not isinstance(rec, Commit) or rec.intent not in intents:
-            continue
-        intent = intents[rec.intent]
-        if intent.tool == "exec":
-            for path in wt.changed_paths(TreeId(intent.pre[0]), TreeId(rec.post[0])):
-                yield path, tree_state(repo, rec.post[0], path), intent.lsn
-        else:
-            for path, post in zip(intent.target, rec.post, strict=True):
-                yield path, post, intent.lsn
-
-
 def summarise(
-    records: list[Record], wt: Worktree, repo: pygit2.Repository
+    records: list[Record], wt: Worktree
 ) -> tuple[tuple[Intent, ...], tuple[Lsn, ...], tuple[Drift, ...]]:
-    """Committed steps, aborted intents, and drift of committed paths."""
+    """Committed steps, aborted intents, and drift: the paths whose content is
+    not what the committed steps since the newest checkpoint left (ledger.py)."""
     intents = {r.lsn: r for r in records if isinstance(r, Intent)}
     committed = tuple(intents[r.intent] for r in records
                       if isinstance(r, Commit) and r.intent in intents)
     aborted = tuple(r.intent for r in records if isinstance(r, Abort))
-    expected: dict[str, tuple[str, Lsn]] = {}
-    for path, state, lsn in committed_states(records, wt, repo):
-        expected[path] = (state, lsn)
     drift = []
-    for path, (want, lsn) in sorted(expected.items()):
+    for path, held in sorted(fold(wt, records, COMMITTED).held.items()):
         have = found(wt, path)
-        if have != want:
-            drift.append(Drift(path, lsn, want, have))
+        if have != held.state:
+            drift.append(Drift(path, held.lsn, held.state, have))
     return committed, aborted, tuple(drift)
 
 

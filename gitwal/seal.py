@@ -9,24 +9,23 @@ tells a reader that nothing is missing at the end (`git wal verify
 * a seal is written only when no intent is open, and only for a working tree
   the log explains (``tree``): every path that changed since the base (the
   newest checkpoint's tree, else the base commit's) holds the state a
-  committed step, or an ``unlogged`` record, left it in.
+  committed step, or an ``unlogged`` record, left it in (the ledger,
+  gitwal/ledger.py, with ``unlogged`` records counted).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pygit2
-
 from .errors import WalError
 from .ids import ABSENT, CommitId, Lsn, TreeId
-from .records import Checkpoint, Commit, Intent, Plan, Record, Seal, Unlogged
+from .ledger import EXPLAINED, Ledger, fold
+from .records import Intent, Seal
 from .run import Run
 from .store import Ref, RunSealed
 from .worktree import Worktree, tree_state
 
-__all__ = ["RunSealed", "SealRefused", "SealResult", "explained_state", "seal",
-           "tree_problems"]
+__all__ = ["RunSealed", "SealRefused", "SealResult", "seal", "tree_problems"]
 
 MAX_PATHS = 10  # paths named in a refusal; past this, "... and N more"
 
@@ -45,43 +44,11 @@ class SealResult:
     fingerprint: str  # of the key that signed it
 
 
-def explained_state(repo: pygit2.Repository, trees: Worktree,
-                    records: list[Record]) -> dict[str, str]:
-    """path -> the state the log last gave it (object id or ABSENT), in record order.
-
-    A committed file step gives its targets their post ids, a committed exec
-    step every path its snapshots differ in, an ``unlogged`` record the states
-    it observed (seen, not verified: but not a silent gap either).
-    """
-    intents: dict[int, Intent] = {}
-    out: dict[str, str] = {}
-    for rec in records:
-        if isinstance(rec, Intent):
-            intents[rec.lsn] = rec
-        elif isinstance(rec, Commit) and (intent := intents.get(rec.intent)) is not None:
-            if intent.tool == "exec":
-                post = TreeId(rec.post[0])
-                for path in trees.changed_paths(TreeId(intent.pre[0]), post):
-                    out[path] = tree_state(repo, post, path)
-            else:
-                out.update(zip(intent.target, rec.post, strict=False))
-        elif isinstance(rec, Unlogged):
-            out.update(zip(rec.paths, rec.observed, strict=False))
-    return out
-
-
-def base_tree(repo: pygit2.Repository, first: Record, plan: Plan) -> TreeId | None:
-    """What the records from ``first`` on start from: a checkpoint's tree, else the base's."""
-    if isinstance(first, Checkpoint):
-        return TreeId(first.tree)
-    base = repo.get(plan.base)
-    return TreeId(str(base.tree_id)) if isinstance(base, pygit2.Commit) else None
-
-
-def tree_problems(repo: pygit2.Repository, trees: Worktree, base: TreeId, tree: TreeId,
-                  records: list[Record]) -> list[str]:
-    """Why ``tree`` is not what ``records`` leave ``base`` as (empty: it is), path by path."""
-    expected = explained_state(repo, trees, records)
+def tree_problems(trees: Worktree, ledger: Ledger, tree: TreeId) -> list[str]:
+    """Why ``tree`` is not what the ledger (EXPLAINED, with a base tree) leaves, path by path
+    (empty: it is)."""
+    repo, base = trees.repo, ledger.require_base()
+    expected = ledger.expected()
     out = []
     for path in trees.changed_paths(base, tree):
         if path not in expected:
@@ -101,7 +68,7 @@ def _short(oid: str) -> str:
 
 def seal(run: Run) -> SealResult:
     """Append the run's signed ``seal`` record; refused when it cannot be final and true."""
-    store, wt, repo = run.store, run.wt, run.store.repo
+    store, wt = run.store, run.wt
     with store.locked():
         head = store.head()
         assert head is not None  # Wal.run() found the log
@@ -122,10 +89,10 @@ def seal(run: Run) -> SealResult:
                 "wal.signingKey PATH` at an Ed25519 key), trust it with `git wal trust "
                 "add`, then seal",
             )
-        base = base_tree(repo, records[0], store.plan(records[0]))
+        ledger = fold(wt, records, EXPLAINED)
         snap = wt.snapshot(run.id)
-        problems = [] if base is None else tree_problems(repo, wt, base, snap, records)
-        if base is None or problems:
+        problems = [] if ledger.base is None else tree_problems(wt, ledger, snap)
+        if ledger.base is None or problems:
             shown = problems[:MAX_PATHS] + (
                 [f"... and {len(problems) - MAX_PATHS} more"] if len(problems) > MAX_PATHS
                 else [])

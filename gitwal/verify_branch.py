@@ -18,7 +18,8 @@ import pygit2
 from pygit2.enums import ObjectType, SortMode
 
 from .ids import ABSENT, TreeId
-from .records import Checkpoint, Commit, Intent, Plan
+from .ledger import Fold, Ledger, Rules
+from .records import Checkpoint, Plan
 from .verify_chain import Entry, Failure, object_kind
 from .verify_replay import TreeView, short
 from .worktree import tree_state
@@ -50,7 +51,8 @@ def _tree_of(repo: pygit2.Repository, commit_id: str) -> TreeId | None:
 
 def logged_states(repo: pygit2.Repository, history: list[Entry], base: str,
                   into: States | None = None) -> States:
-    """Every state the committed steps (and checkpoint-listed unlogged paths) gave a path.
+    """Every state the committed steps (and checkpoint-listed unlogged paths) gave a path
+    (the states the ledger's fold sets along the way, gitwal/ledger.py).
 
     A log whose records before a checkpoint were dropped starts with that
     checkpoint: its tree is then the log's word for every path it changed
@@ -58,7 +60,6 @@ def logged_states(repo: pygit2.Repository, history: list[Entry], base: str,
     """
     out: States = {} if into is None else into
     trees = TreeView(repo)
-    intents: dict[int, Intent] = {}
 
     def add(path: str, state: str) -> None:
         seen = out.setdefault(path, [])
@@ -71,21 +72,16 @@ def logged_states(repo: pygit2.Repository, history: list[Entry], base: str,
             and object_kind(repo, first.tree) == ObjectType.TREE):
         for path in trees.changed_paths(base_tree, TreeId(first.tree)):
             add(path, tree_state(repo, first.tree, path))
+    # Every state the ledger's fold sets, not only the last; a closing it cannot
+    # apply explains nothing (the intent and closing checks name it).
+    running = Fold(trees, Ledger.start(repo, first, Rules(lenient=True)))
     for e in history:
         r = e.record
-        if isinstance(r, Intent):
-            intents[r.lsn] = r
-        elif isinstance(r, Commit) and (i := intents.get(r.intent)) is not None:
-            if i.tool != "exec":
-                for path, state in zip(i.target, r.post, strict=False):
-                    add(path, state)
-            elif len(r.post) == 1 and all(object_kind(repo, t) == ObjectType.TREE
-                                          for t in (i.pre[0], r.post[0])):
-                for path in trees.changed_paths(TreeId(i.pre[0]), TreeId(r.post[0])):
-                    add(path, tree_state(repo, r.post[0], path))
-        elif isinstance(r, Checkpoint) and object_kind(repo, r.tree) == ObjectType.TREE:
+        if isinstance(r, Checkpoint) and object_kind(repo, r.tree) == ObjectType.TREE:
             for path in r.unlogged:
                 add(path, tree_state(repo, r.tree, path))
+        for path, held in running.feed(r):
+            add(path, held.state)
     return out
 
 

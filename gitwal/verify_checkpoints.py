@@ -10,33 +10,13 @@ from __future__ import annotations
 import pygit2
 from pygit2.enums import ObjectType
 
-from .checkpoint import expected_state
 from .ids import TreeId
+from .ledger import Fold, Ledger, Rules
 from .records import Checkpoint, Commit, Intent, Plan, Record
 from .store import CHECKPOINT_PREFIX
 from .verify_chain import Entry, Failure
 from .verify_replay import MAX_PATHS, TreeView, intents_of, is_kind, short
 from .worktree import blob_id, tree_state
-
-
-def replayable(records: list[Record], intents: dict[int, Intent],
-               repo: pygit2.Repository) -> list[Record]:
-    """The records ``expected_state`` can replay without tripping on a defect that
-    another check reports (unknown intents, wrong lengths, missing trees)."""
-    needed: dict[int, Intent] = {}
-    out: list[Record] = []
-    for r in records:
-        if not isinstance(r, Commit) or (i := intents.get(r.intent)) is None:
-            continue
-        if i.tool == "exec":
-            if len(r.post) != 1 or not all(is_kind(repo, t, ObjectType.TREE)
-                                           for t in (i.pre[0], r.post[0])):
-                continue
-        elif len(r.post) != len(i.target):
-            continue
-        needed[i.lsn] = i
-        out.append(r)
-    return [*needed.values(), *out]
 
 
 def checkpoint_failures(repo: pygit2.Repository, run: str, history: list[Entry],
@@ -58,17 +38,22 @@ def checkpoint_failures(repo: pygit2.Repository, run: str, history: list[Entry],
                                "missing: checkpoint trees cannot be replayed", 1))
     prev: Checkpoint | None = None
     since: list[Record] = []
+    # The committed steps since the previous checkpoint (the ledger starts over
+    # at each one); a closing it cannot apply is another check's failure.
+    ledger = Fold(trees, Ledger.start(repo, history[0].record if history else None,
+                                      Rules(lenient=True)))
     for e in history:
         cp = e.record
         if not isinstance(cp, Checkpoint):
             since.append(cp)
+            ledger.feed(cp)
             continue
         reasons = [] if e is history[0] else _field_problems(cp, prev, since, intents)
         reasons += _ref_problems(repo, run, cp, plan_blob)
         if base is not None and is_kind(repo, cp.tree, ObjectType.TREE):
-            records = replayable(since, intents, repo)
-            reasons += _tree_problems(repo, trees, TreeId(base), cp, records, label)
+            reasons += _tree_problems(repo, trees, TreeId(base), cp, ledger.expected(), label)
         out += [Failure(run, "checkpoint", reason, cp.lsn) for reason in reasons]
+        ledger.feed(cp)
         base = cp.tree if is_kind(repo, cp.tree, ObjectType.TREE) else None
         label = f"checkpoint LSN {cp.lsn}"
         prev, since = cp, []
@@ -117,8 +102,8 @@ def _field_problems(cp: Checkpoint, prev: Checkpoint | None, since: list[Record]
 
 
 def _tree_problems(repo: pygit2.Repository, trees: TreeView, base: TreeId, cp: Checkpoint,
-                   records: list[Record], label: str) -> list[str]:
-    expected = expected_state(repo, trees, records)
+                   expected: dict[str, str], label: str) -> list[str]:
+    """``cp``'s tree against ``base`` plus the states committed steps left since."""
     tree = TreeId(cp.tree)
     allowed = set(cp.unlogged)
     out: list[str] = []

@@ -20,7 +20,8 @@ from pygit2.enums import ObjectType
 from . import tools
 from .agent_call import AGENT_ARG, MISS
 from .errors import WalError
-from .ids import ABSENT, TreeId
+from .ids import ABSENT
+from .ledger import EXEC, Fold, Ledger, Rules
 from .records import (
     REPLAY_SAFE,
     Abort,
@@ -42,7 +43,7 @@ MAX_PATHS = 20  # per checkpoint: past this, one line says how many more
 class TreeView(Worktree):
     """The part of a Worktree that only diffs trees, for a repository without one.
 
-    ``checkpoint.expected_state`` takes a Worktree but uses it only to diff
+    The ledger (gitwal/ledger.py) takes a Worktree but uses it only to diff
     exec snapshots; a bare mirror (CI) has no working tree, and
     ``Worktree.__init__`` refuses it. Nothing here touches files.
     """
@@ -235,38 +236,34 @@ def drift_notes(repo: pygit2.Repository, history: list[Entry], limit: int = 10) 
     run may begin on a dirty tree).
     """
     trees = TreeView(repo)
-    known: dict[str, tuple[str, str]] = {}  # path -> (state, which record left it)
-    checkpoint: Checkpoint | None = None  # the newest one: its tree is a known state
-    intents: dict[int, Intent] = {}
+    first = history[0].record if history else None
+    # Committed steps only (docs/verify.md), starting over at each checkpoint.
+    ledger = Fold(trees, Ledger.start(repo, first, Rules(lenient=True)))
     out: list[str] = []
     for e in history:
         r = e.record
-        if isinstance(r, Checkpoint) and object_kind(repo, r.tree) == ObjectType.TREE:
-            known, checkpoint = {}, r
-        elif isinstance(r, Intent) and r.tool != "exec":
-            intents[r.lsn] = r
+        if isinstance(r, Intent) and r.tool != "exec":
             for path, pre in zip(r.target, r.pre, strict=True):
-                last = known.get(path)
-                if last is None and checkpoint is not None:
-                    last = (tree_state(repo, checkpoint.tree, path),
-                            f"checkpoint LSN {checkpoint.lsn}")
+                last = _last_given(repo, ledger, path)
                 if last is not None and last[0] != pre:
                     out.append(f"LSN {r.lsn} ({r.tool}) began with {path} = {short(pre)}, "
                                f"not {short(last[0])} as {last[1]} left it: changed outside "
                                "the log in between, and the step built on it")
-        elif isinstance(r, Intent):
-            intents[r.lsn] = r
-        elif isinstance(r, Commit) and (i := intents.get(r.intent)) is not None:
-            if i.tool != "exec":
-                known.update((p, (x, f"LSN {i.lsn}"))
-                             for p, x in zip(i.target, r.post, strict=False))
-            elif len(r.post) == 1 and all(is_kind(repo, t, ObjectType.TREE)
-                                          for t in (i.pre[0], r.post[0])):
-                for path in trees.changed_paths(TreeId(i.pre[0]), TreeId(r.post[0])):
-                    known[path] = (tree_state(repo, r.post[0], path), f"exec LSN {i.lsn}")
+        ledger.feed(r)
     if len(out) > limit:
         out[limit:] = [f"... and {len(out) - limit} more step(s) that built on such changes"]
     return out
+
+
+def _last_given(repo: pygit2.Repository, ledger: Fold, path: str) -> tuple[str, str] | None:
+    """(state, which record left it) the log last gave ``path``: a committed
+    step, else the newest checkpoint's tree; None before the first checkpoint."""
+    held = ledger.held.get(path)
+    if held is not None:
+        return held.state, f"{'exec ' if held.source == EXEC else ''}LSN {held.lsn}"
+    if ledger.checkpoint is not None and ledger.base is not None:
+        return tree_state(repo, ledger.base, path), f"checkpoint LSN {ledger.checkpoint}"
+    return None
 
 
 # -- objects ---------------------------------------------------------------

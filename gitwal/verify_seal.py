@@ -21,8 +21,9 @@ import pygit2
 from pygit2.enums import ObjectType
 
 from .ids import TreeId
+from .ledger import Rules, fold
 from .records import Checkpoint, Plan, Seal, type_name
-from .seal import base_tree, tree_problems
+from .seal import tree_problems
 from .signing import commit_signature
 from .verify_chain import Append, Entry, Failure, Segment, object_kind
 from .verify_replay import MAX_PATHS, TreeView
@@ -54,7 +55,7 @@ def seal_failures(repo: pygit2.Repository, run: str, segments: list[Segment],
             out.append(Failure(run, "chain", f"records after the seal at LSN {rec.lsn}: LSN "
                                f"{span} (nothing may follow a seal)", after[0]))
         reasons = _link_problems(rec, appends.get(entry.commit), appends)
-        reasons += _tree_reasons(repo, rec, history[:i], plan, notes)
+        reasons += _tree_reasons(repo, rec, history[:i], notes)
         out += [Failure(run, "seal", r, rec.lsn) for r in reasons]
     last = history[-1].record if history else None
     if require_sealed and last is not None and not isinstance(last, Seal):
@@ -87,24 +88,20 @@ def _link_problems(seal: Seal, own: Append | None, appends: dict[str, Append]) -
 
 
 def _tree_reasons(repo: pygit2.Repository, seal: Seal, before: list[Entry],
-                  plan: Plan | None, notes: list[str]) -> list[str]:
+                  notes: list[str]) -> list[str]:
     """The sealed tree against the state the records since the newest checkpoint leave."""
     if object_kind(repo, seal.tree) != ObjectType.TREE:
         return []  # the objects check names a missing or mistyped tree
     start = max((i for i, e in enumerate(before) if isinstance(e.record, Checkpoint)),
                 default=0)
-    first = before[start].record if before else None
-    base: TreeId | None = None
-    if isinstance(first, Checkpoint):
-        base = TreeId(first.tree) if object_kind(repo, first.tree) == ObjectType.TREE else None
-    elif plan is not None and first is not None:
-        base = base_tree(repo, first, plan)
-    if base is None:
+    records = [e.record for e in before[start:]]
+    trees = TreeView(repo)
+    ledger = fold(trees, records, Rules(unlogged=True, lenient=True))
+    if ledger.base is None:
         notes.append(f"the tree of seal LSN {seal.lsn} was not compared: the tree it starts "
                      "from (base commit or checkpoint) is missing")
         return []
-    records = [e.record for e in before[start:]]
-    found = tree_problems(repo, TreeView(repo), base, TreeId(seal.tree), records)
+    found = tree_problems(trees, ledger, TreeId(seal.tree))
     if len(found) > MAX_PATHS:
         found[MAX_PATHS:] = [f"... and {len(found) - MAX_PATHS} more path(s) that differ"]
     return [f"its tree {seal.tree[:12]}: {p}" for p in found]

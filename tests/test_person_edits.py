@@ -36,8 +36,8 @@ import pytest
 
 from gitwal import Wal
 from gitwal.ids import ABSENT
+from gitwal.ledger import changes
 from gitwal.records import Commit, Plan
-from gitwal.report import committed_states
 
 from .conftest import git, init_repo, wal
 
@@ -140,11 +140,11 @@ def _explained(repo: Path) -> dict[str, str]:
     base = w.repo[plan.base]
     assert isinstance(base, pygit2.Commit)
     want = {e.name: str(e.id) for e in base.tree if e.type_str == "blob"}
-    for path, state, _lsn in committed_states(history, w.wt, w.repo):
-        if state == ABSENT:
+    for path, held in changes(w.wt, history):
+        if held.state == ABSENT:
             want.pop(path, None)
         else:
-            want[path] = state
+            want[path] = held.state
     return want
 
 
@@ -157,7 +157,7 @@ def _committed_paths(repo: Path, since: int) -> set[str]:
     w = Wal(repo)
     history = [r for r, _ in w.history("p")]
     late = [r for r in history if r.lsn > since or not isinstance(r, Commit)]
-    return {p for p, _s, _l in committed_states(late, w.wt, w.repo)}
+    return {p for p, _held in changes(w.wt, late)}
 
 
 @pytest.mark.slow
