@@ -2,11 +2,11 @@
 
 A harness imports this::
 
-    from gitwal import Wal
+    from gitwal import Wal, render
     run = Wal(".").begin(task="rename getUserById -> fetchUser")
     run.apply("replace_symbol", path="src/a.ts", old="getUserById", new="fetchUser")
     report = Wal(".").recover(redo=True)
-    print(report.prompt())
+    print(render(report))
 """
 
 from __future__ import annotations
@@ -17,17 +17,18 @@ from typing import TYPE_CHECKING, Any
 from .errors import WalError
 
 if TYPE_CHECKING:
+    from .prompt import render
     from .report import Report
     from .run import Run, StepResult
     from .wal import RunInfo, Status, Wal
 
-__all__ = ["Report", "Run", "RunInfo", "Status", "StepResult", "Wal", "WalError"]
+__all__ = ["Report", "Run", "RunInfo", "Status", "StepResult", "Wal", "WalError", "render"]
 __version__ = "0.1.0"
 
 # Loaded on first use: `import gitwal.<module>` must not pay for pygit2 when
 # that module does not need it (agent hook clients, `--help`).
-_LAZY = {"Report": "recovery", "Run": "run", "StepResult": "run", "RunInfo": "wal",
-         "Status": "wal", "Wal": "wal"}
+_LAZY = {"Report": "report", "render": "prompt", "Run": "run", "StepResult": "run",
+         "RunInfo": "wal", "Status": "wal", "Wal": "wal"}
 
 
 def __getattr__(name: str) -> Any:

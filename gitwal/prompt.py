@@ -6,84 +6,19 @@ the prompt is exactly as trustworthy as the log.
 
 from __future__ import annotations
 
-import shlex
 from typing import TYPE_CHECKING, Any
 
 from .display import safe
+from .redo import quote, redo_command
 
 if TYPE_CHECKING:
     from .records import Intent
     from .report import Outcome, Report
 
 
-_NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
-
-
-def quote(arg: str) -> str:
-    """One shell word for ``arg``, always on one line.
-
-    ``shlex.quote`` keeps a newline inside its quotes, so a hostile file name
-    would split the prompt's Action line; a word with anything unprintable is
-    written in ANSI-C quoting (``$'...'``, bash and zsh), bytes that are not
-    UTF-8 as ``\\xNN``, so the command still names the exact file.
-    """
-    if arg.isprintable():
-        return shlex.quote(arg)
-    out = []
-    for ch in arg:
-        o = ord(ch)
-        if 0xDC80 <= o <= 0xDCFF:  # an undecodable byte (surrogateescape)
-            out.append(f"\\x{o - 0xDC00:02x}")
-        elif ch in _NAMED:
-            out.append(_NAMED[ch])
-        elif ch in "\\'":
-            out.append("\\" + ch)
-        elif ch.isprintable():
-            out.append(ch)
-        else:
-            out.extend(f"\\x{b:02x}" for b in ch.encode("utf-8", "surrogatepass"))
-    return "$'" + "".join(out) + "'"
-
-
 def text(value: object) -> str:
     """A string from the log as prompt text: one line, no control characters."""
     return safe(str(value))
-
-
-def redo_command(tool: str, args: dict[str, Any], step: int | None = None,
-                 run: str | None = None) -> str:
-    """The `git wal` command line that performs the step again.
-
-    ``run``: name the run (``--run``); needed whenever it is not the current
-    run of the worktree the command will run in, harmless when it is.
-    """
-    q = quote
-    opt = (f" --run {q(run)}" if run is not None else "") + (
-        f" --step {step}" if step is not None else "")
-    if tool == "exec":
-        return f"git wal exec{opt} -- " + " ".join(q(str(a)) for a in args.get("argv", []))
-    apply = f"git wal apply{opt}"
-    if tool == "write_file":
-        return (f"git cat-file blob {q(str(args['content']))} | "
-                f"{apply} write-file {q(args['path'])} --from -")
-    if tool == "replace_symbol":
-        return f"{apply} replace-symbol {q(args['path'])} {q(args['old'])} {q(args['new'])}"
-    if tool == "replace_text":
-        return (f"{apply} replace-text {q(args['path'])} --old {q(args['old'])} "
-                f"--new {q(args['new'])}")
-    if tool == "ensure_line":
-        return f"{apply} ensure-line {q(args['path'])} {q(args['line'])}"
-    if tool == "delete_file":
-        return f"{apply} delete-file {q(args['path'])}"
-    if tool == "move_file":
-        return f"{apply} move-file {q(args['src'])} {q(args['dst'])}"
-    if tool == "write_files":  # an agent's multi-file call: one command per path
-        return " && ".join(
-            f"{apply} delete-file {q(path)}" if content == "absent" else
-            f"git cat-file blob {q(str(content))} | {apply} write-file {q(path)} --from -"
-            for path, content in zip(args.get("paths", []), args.get("contents", []),
-                                     strict=False))
-    return text(f"{tool} {args}")
 
 
 # The same key as agent_call.AGENT_ARG, copied so that this module imports
@@ -120,20 +55,6 @@ def describe(tool: str, args: dict[str, Any], target: tuple[str, ...]) -> str:
     if tool == "exec":
         return "exec " + " ".join(quote(str(a)) for a in args.get("argv", []))
     return f"{text(tool)} {' -> '.join(text(t) for t in target)}"
-
-
-def remaining_steps(report: Report) -> list[tuple[int, str]]:
-    """Plan steps that no committed intent has carried out.
-
-    Intents name their plan step (``step``); a run whose intents never do is
-    read as "the n-th committed intent carries out plan step n".
-    """
-    steps = list(enumerate(report.plan.steps, start=1))
-    cp = report.checkpoint
-    done = set(cp.done_steps if cp else ()) | {i.step for i in report.committed} - {None}
-    if done:
-        return [(n, s) for n, s in steps if n not in done]
-    return steps[report.committed_total :]
 
 
 def redo_agent(o: Outcome) -> str:
@@ -222,7 +143,7 @@ def render(report: Report) -> str:
                      "as it is.")
     if report.cleared_lock:
         lines.append("A stale ref lock from the interrupted process was cleared.")
-    rest = remaining_steps(report)
+    rest = report.remaining_steps()
     if any(o.action == "none" for o in report.outcomes):
         action = (f"Action: run `git wal recover --run {report.run}` first; it decides the "
                   "open intent above and repairs the tree.")

@@ -10,8 +10,8 @@ from typing import Any
 from .ids import Lsn
 from .ledger import COMMITTED, fold
 from .overwrite import found
-from .prompt import redo_command, remaining_steps, render
 from .records import Abort, Checkpoint, Commit, Intent, Plan, Record
+from .redo import redo_command
 from .worktree import Worktree
 
 APPLIED = "applied-missing-commit"
@@ -96,7 +96,7 @@ class Report:
             "branch": self.plan.branch,
             "steps": list(self.plan.steps),
             "remaining_steps": [
-                {"step": n, "text": text} for n, text in remaining_steps(self)
+                {"step": n, "text": text} for n, text in self.remaining_steps()
             ],
             "records": self.records,
             "next_lsn": self.next_lsn,
@@ -137,8 +137,18 @@ class Report:
             "in_doubt": self.in_doubt,
         }
 
-    def prompt(self) -> str:
-        return render(self)
+    def remaining_steps(self) -> list[tuple[int, str]]:
+        """Plan steps that no committed intent has carried out.
+
+        Intents name their plan step (``step``); a run whose intents never do is
+        read as "the n-th committed intent carries out plan step n".
+        """
+        steps = list(enumerate(self.plan.steps, start=1))
+        cp = self.checkpoint
+        done = set(cp.done_steps if cp else ()) | {i.step for i in self.committed} - {None}
+        if done:
+            return [(n, s) for n, s in steps if n not in done]
+        return steps[self.committed_total :]
 
 
 def undone_steps(records: list[Record], decided: set[Lsn]) -> tuple[Outcome, ...]:

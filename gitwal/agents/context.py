@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..agent_call import agent_tag, is_miss
+from ..prompt import render
 from ..records import Commit, Intent, Record, Unlogged
 from ..report import Report
 from ..run import Run
@@ -42,7 +43,7 @@ def resume_context(wal: Wal, run: Run, source: str, fresh: bool, notes: list[str
     lines = [f"gitwal: the file changes of this session are logged as run {run.id} "
              f"(`git wal status --run {run.id}`, `git wal log --run {run.id}`)."]
     if not fresh:
-        lines.append((report or wal.report(run.id)).prompt())
+        lines.append(render(report or wal.report(run.id)))
         if source == "compact":
             steps = recent_steps(run.store.segment())
             if steps:

@@ -9,6 +9,7 @@ import click
 
 from ..agent_call import calling_agent
 from ..errors import EXIT_IN_DOUBT
+from ..prompt import render
 from ..wal import Wal
 from . import emit_json, handled, main
 from .steps import JSON, RUN
@@ -27,10 +28,10 @@ def recover(run_id: str | None, redo: bool, restore: bool, as_json: bool) -> Non
                                inside=calling_agent(os.environ))
     if as_json:
         data = report.to_dict()
-        data["prompt"] = report.prompt()
+        data["prompt"] = render(report)
         emit_json(data)
     else:
-        click.echo(report.prompt())
+        click.echo(render(report))
     if report.in_doubt:
         sys.exit(EXIT_IN_DOUBT)
 
@@ -40,4 +41,4 @@ def recover(run_id: str | None, redo: bool, restore: bool, as_json: bool) -> Non
 @handled
 def prompt(run_id: str | None) -> None:
     """Print the resume prompt alone (changes nothing)."""
-    click.echo(Wal(".").report(run_id).prompt())
+    click.echo(render(Wal(".").report(run_id)))

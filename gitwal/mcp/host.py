@@ -31,6 +31,7 @@ from .. import checkpoint as cp
 from ..agent_call import calling_agent
 from ..errors import StepFailed, ToolRefused, UnknownRun, WalError
 from ..ids import CommitId, Lsn, RunId, TreeId
+from ..prompt import render
 from ..records import Abort, Commit, Intent, Record
 from ..run import Run, StepResult
 from ..wal import Wal
@@ -222,7 +223,7 @@ class Host:
                 report = wal.recover(run.id, redo=redo, restore=restore,
                                      inside=calling_agent(os.environ))
             data = report.to_dict()
-            data["prompt"] = report.prompt()
+            data["prompt"] = render(report)
             return _with_output(Reply(True, data["prompt"], data), out.text)
 
         return self._serialized(work)
