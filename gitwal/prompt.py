@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .display import safe
+from .records import AGENT_ARG
 from .redo import quote, redo_command
 
 if TYPE_CHECKING:
@@ -21,10 +22,6 @@ def text(value: object) -> str:
     return safe(str(value))
 
 
-# The same key as agent_call.AGENT_ARG, copied so that this module imports
-# only display.py at run time (agent_call would add records.py; neither loads
-# pygit2). Change both together.
-AGENT_ARG = "agent"
 
 
 def agent_tool(args: dict[str, Any]) -> str | None:

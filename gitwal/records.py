@@ -473,3 +473,17 @@ def summary(record: Record) -> str:
     return f"wal {record.lsn} abort {record.intent}: {record.reason[:60]}"
 
 
+# -- agent steps: the marks an agent's hook call leaves in its records --------
+
+AGENT_ARG = "agent"  # the args key of an agent intent: {"name", "tool", "call", ...}
+MISS = "prediction miss"  # how a commit's `verified` text starts when post != predicted
+
+
+def agent_tag(intent: Intent) -> dict[str, Any] | None:
+    tag = intent.args.get(AGENT_ARG)
+    return tag if isinstance(tag, dict) else None
+
+
+def is_miss(intent: Intent, commit: Commit) -> bool:
+    """A commit that recorded a post other than the predicted one (agent steps only)."""
+    return intent.post is not None and commit.post != intent.post

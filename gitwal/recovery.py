@@ -25,7 +25,6 @@ them), and only in the ways the report states.
 
 from __future__ import annotations
 
-from .agent_call import agent_tag
 from .authorship import foreign_command, written_here
 from .chain import Chain
 from .durable import crash_point
@@ -43,7 +42,16 @@ from .overwrite import (
     save,
     torn_prefix,
 )
-from .records import REPLAY_SAFE, Abort, Checkpoint, Commit, Intent, Record, to_dict
+from .records import (
+    REPLAY_SAFE,
+    Abort,
+    Checkpoint,
+    Commit,
+    Intent,
+    Record,
+    agent_tag,
+    to_dict,
+)
 from .recovery_exec import ExecDecisions
 from .report import (
     APPLIED,

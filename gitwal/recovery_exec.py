@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import pygit2
 
-from .agent_call import agent_tag
 from .effects import run_check, run_command
 from .ids import Lsn, TreeId
 from .overwrite import bring_back_tree, describe, found, restore_plan, restore_tree
-from .records import REPLAY_SAFE, Abort, Commit, Intent, Record
+from .records import REPLAY_SAFE, Abort, Commit, Intent, Record, agent_tag
 from .report import IN_DOUBT, NOT_APPLIED, Outcome
 from .run import watched_paths
 from .store import Ref, Store

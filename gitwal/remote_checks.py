@@ -5,7 +5,7 @@ Two questions, both answered from the chains alone (no ref is moved here):
 * is a fetched chain a log at all (:func:`chain_defect`): every append
   decodes, its records belong to the run, LSNs are dense and in order, the
   chain starts at the plan or a checkpoint (the chain checks of
-  `git wal verify`, :mod:`gitwal.verify_chain`);
+  `git wal verify`, :mod:`gitwal.segments`);
 * does a chain that is not a fast-forward of ours continue our records
   (:func:`compaction_defect`): a remote compaction is accepted only when an
   archive keeps our head and the new live chain agrees, LSN for LSN and
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import pygit2
 
-from .verify_chain import Segment, read_segment
+from .segments import Segment, read_segment
 
 
 def _segment(repo: pygit2.Repository, run: str, ref: str, head: str,

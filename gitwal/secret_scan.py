@@ -25,8 +25,8 @@ from .chain import Chain
 from .errors import CorruptLog, WalError
 from .ids import ABSENT, RunId
 from .records import Checkpoint, Commit, Intent, Plan, Unlogged
+from .segments import Segment, object_kind, read_segment
 from .store import ARCHIVE_PREFIX
-from .verify_chain import Segment, object_kind, read_segment
 from .worktree import tree_state
 
 

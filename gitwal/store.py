@@ -58,7 +58,7 @@ from .packwrite import (
 from .records import Intent, Record, Seal, encode, summary
 
 if TYPE_CHECKING:
-    from .signer import Signer
+    from .signing.signer import Signer
 
 ARCHIVE_PREFIX = "refs/wal-archive/"  # refs/wal-archive/<run>/<n>: compacted-away history
 CHECKPOINT_PREFIX = "refs/wal-checkpoints/"  # refs/wal-checkpoints/<run>/<lsn>: detached
@@ -125,7 +125,7 @@ class Store(Chain):
         super().__init__(repo, run)
         self._gitdir = Path(repo.path)
         self._common = common_dir(repo)
-        # Signs every append commit when given (signer.py); None: unsigned.
+        # Signs every append commit when given (signing/signer.py); None: unsigned.
         self.signer = signer
         # How long ``locked()`` waits: "config" reads wal.waitTimeout; None waits for ever.
         self.wait_timeout: float | Literal["config"] | None = "config"

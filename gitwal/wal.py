@@ -22,7 +22,7 @@ from .recovery import Recovery
 from .report import Report
 from .repository import open_repository
 from .run import Run
-from .signer import configured_signer
+from .signing.signer import configured_signer
 from .store import Store, list_runs, wal_dir
 from .worktree import Worktree
 

@@ -16,8 +16,8 @@ import sysconfig
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from gitwal.allowed_signers import trust_add
-from gitwal.keys import generate_key
+from gitwal.signing.allowed_signers import trust_add
+from gitwal.signing.keys import generate_key
 
 from .conftest import git, init_repo, ok
 

@@ -202,7 +202,7 @@ def test_the_next_pre_waits_for_a_landed_edits_background_post(
         repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """PostToolUse of a file tool is `async`: Claude Code may send the next call's
     PreToolUse first. That PreToolUse waits for it instead of settling the step."""
-    from gitwal import external
+    from gitwal.agents import external
     from gitwal.agents.hook import run_hook as run_in_process
 
     git(repo, "config", "wal.agent.openWait", "120")

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from gitwal.agents import claude
-from gitwal.mcp_config import mcp_json_document
+from gitwal.mcp.config import mcp_json_document
 
 from .test_agent_payloads import claude_run, claude_tool, wal_log
 

@@ -7,8 +7,8 @@ import signal
 import subprocess
 from pathlib import Path
 
-from gitwal.allowed_signers import trust_add
-from gitwal.keys import generate_key
+from gitwal.signing.allowed_signers import trust_add
+from gitwal.signing.keys import generate_key
 
 from .conftest import git, init_repo, ok, wal
 

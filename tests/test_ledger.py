@@ -51,7 +51,7 @@ from gitwal.records import (
     Unlogged,
     encode,
 )
-from gitwal.verify_replay import TreeView
+from gitwal.verify.replay import TreeView
 
 from .conftest import git, ok, wal
 from .test_agent_payloads import claude_run, claude_tool, run_hook

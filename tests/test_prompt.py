@@ -6,7 +6,6 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from gitwal import prompt
 from gitwal.ids import Lsn, RunId
 from gitwal.prompt import redo_command, render
 from gitwal.records import Intent, Plan
@@ -101,12 +100,6 @@ def test_harness_steps_keep_the_git_wal_commands() -> None:
         "write-file src/f02.ts --from -`; then continue with plan step 3: f03.")
     assert action(render(report([done], [], 3, PLAN))) == (
         "Action: continue the task; the next record will be LSN 4.")
-
-
-def test_the_agent_key_is_the_one_hooks_write() -> None:
-    from gitwal.agent_call import AGENT_ARG
-
-    assert AGENT_ARG == prompt.AGENT_ARG
 
 
 # -- hostile strings: a repository chooses its file names -------------------------

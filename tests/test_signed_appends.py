@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gitwal.allowed_signers import trust_add
-from gitwal.keys import generate_key
+from gitwal.signing.allowed_signers import trust_add
+from gitwal.signing.keys import generate_key
 
 from .conftest import git, ok
 

@@ -22,10 +22,10 @@ from typing import Any
 import pygit2
 import pytest
 
-from gitwal import allowed_signers, keys, signing, sshsig
 from gitwal.errors import WalError
-from gitwal.keys import SigningKey
-from gitwal.signing_errors import (
+from gitwal.signing import allowed_signers, keys, sshsig
+from gitwal.signing import commits as signing
+from gitwal.signing.errors import (
     BadAllowedSigners,
     BadKey,
     BadSignature,
@@ -33,6 +33,7 @@ from gitwal.signing_errors import (
     SigningError,
     UntrustedSigner,
 )
+from gitwal.signing.keys import SigningKey
 
 from .conftest import git, init_repo
 

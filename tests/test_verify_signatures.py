@@ -24,12 +24,12 @@ from typing import Any
 import pygit2
 import pytest
 
-from gitwal.allowed_signers import trust_add
 from gitwal.ids import Lsn, RunId
-from gitwal.keys import generate_key, load_key
 from gitwal.records import Seal, Unlogged, encode
-from gitwal.signing import create_signed_commit
-from gitwal.verify_signatures import signature_problems
+from gitwal.signing.allowed_signers import trust_add
+from gitwal.signing.appends import signature_problems
+from gitwal.signing.commits import create_signed_commit
+from gitwal.signing.keys import generate_key, load_key
 
 from .conftest import git, init_repo, ok, wal
 

@@ -21,8 +21,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..agent_call import Call
 from . import edits
+from .call import Call
 from .engine import (
     Action,
     Close,

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from ..agent_call import agent_tag, is_miss
 from ..prompt import render
-from ..records import Commit, Intent, Record, Unlogged
+from ..records import Commit, Intent, Record, Unlogged, agent_tag, is_miss
 from ..report import Report
 from ..run import Run
 from ..wal import Wal

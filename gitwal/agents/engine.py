@@ -28,15 +28,15 @@ from pathlib import Path
 import pygit2
 
 from .. import checkpoint as cp
-from ..agent_call import Call, Outcome, agent_tag
 from ..errors import NotARepository, PathRefused, RunBusy, UnknownRun, WalError
-from ..external import External
 from ..ids import RunId, valid_run_id
-from ..records import Checkpoint, Commit, Intent, Record, Unlogged
+from ..records import Checkpoint, Commit, Intent, Record, Unlogged, agent_tag
 from ..run import Run
 from ..store import Store, wal_dir
 from ..wal import Wal
+from .call import Call, Outcome
 from .context import resume_context
+from .external import External
 
 Content = bytes | None
 Compute = Callable[[tuple[Content, ...]], tuple[Content, ...]]

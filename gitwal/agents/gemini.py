@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..agent_call import Call
 from ..errors import ToolRefused
+from .call import Call
 from .claude import call_of as claude_call
 from .claude import render
 from .edits import replace

@@ -11,8 +11,8 @@ import json
 from types import ModuleType
 from typing import Any
 
-from ..external import External
 from .engine import Reply, Session, perform
+from .external import External
 
 AGENTS = ("claude", "codex", "gemini")
 

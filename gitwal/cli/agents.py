@@ -73,7 +73,7 @@ def install_(agent: str, scope: str, in_process: bool, with_mcp: bool, as_json: 
     command = inst.hook_command(agent, fast=not in_process)
     changes = inst.install(t, adapter(agent).groups(command))
     if mcp_file is not None:
-        from ..mcp_config import merge_mcp_json
+        from ..mcp.config import merge_mcp_json
 
         added = merge_mcp_json(mcp_file)
         changes.append(inst.Change(".mcp.json gitwal server", "added" if added else "unchanged"))
@@ -95,7 +95,7 @@ def uninstall_(agent: str, scope: str, with_mcp: bool, as_json: bool) -> None:
     t = _target(agent, scope)
     changes = inst.uninstall(t)
     if mcp_file is not None:
-        from ..mcp_config import remove_from_mcp_json
+        from ..mcp.config import remove_from_mcp_json
 
         if remove_from_mcp_json(mcp_file):
             changes.append(inst.Change(".mcp.json gitwal server", "removed"))

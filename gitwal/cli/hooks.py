@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from .. import githooks
 from ..errors import StepFailed, UnknownRun
+from ..githooks import install as githooks
 from ..records import Intent
 from ..wal import Wal
 from . import emit_json, handled, main

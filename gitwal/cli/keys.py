@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from .. import trust
-from ..allowed_signers import AllowedSigner, load_allowed
+from ..signing import trust
+from ..signing.allowed_signers import AllowedSigner, load_allowed
 from . import emit_json, handled, main
 from .steps import JSON
 

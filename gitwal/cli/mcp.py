@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from ..errors import WalError
-from ..mcp_config import mcp_json_document, merge_mcp_json, remove_from_mcp_json
+from ..mcp.config import mcp_json_document, merge_mcp_json, remove_from_mcp_json
 from ..wal import Wal
 from . import emit_json, handled, main
 from .steps import JSON

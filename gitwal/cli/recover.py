@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from ..agent_call import calling_agent
+from ..agents.call import calling_agent
 from ..errors import EXIT_IN_DOUBT
 from ..prompt import render
 from ..wal import Wal

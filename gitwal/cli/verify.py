@@ -17,7 +17,7 @@ import pygit2
 from ..errors import EXIT_ERROR
 from ..repository import open_repository
 from ..runs import select_runs
-from ..trust import allowed_signers_file
+from ..signing.trust import allowed_signers_file
 from ..verify import Options, Report, RunResult, verify
 from . import emit_json, handled, main
 from .steps import RUN

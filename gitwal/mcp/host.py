@@ -28,7 +28,7 @@ from typing import Any
 import pygit2
 
 from .. import checkpoint as cp
-from ..agent_call import calling_agent
+from ..agents.call import calling_agent
 from ..errors import StepFailed, ToolRefused, UnknownRun, WalError
 from ..ids import CommitId, Lsn, RunId, TreeId
 from ..prompt import render

@@ -17,10 +17,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import dsa, ec, rsa
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from .durable import atomic_write, create_new, makedirs_durable
-from .signing_errors import BadKey, KeyExists, SigningError
+from ..durable import atomic_write, create_new, makedirs_durable
+from ..userconfig import config_dir
+from .errors import BadKey, KeyExists, SigningError
 from .sshwire import ED25519, ed25519_blob, fingerprint, parse_public_key, public_key_line
-from .userconfig import config_dir
 
 __all__ = ["SigningKey", "default_key_path", "generate_key", "load_key",
            "refuse_inside_repository"]

@@ -2,7 +2,7 @@
 
 The verifier reads git objects only -- no working tree, no lock -- so CI can
 run it in a fresh clone or a bare mirror. A run is loaded once (every
-segment, read past its defects, see verify_chain.py); then each :class:`Check`
+segment, read past its defects, see segments.py); then each :class:`Check`
 in turn yields failures over the loaded run:
 
 * ``closing``: commit/abort records close earlier intents, once each;
@@ -11,10 +11,10 @@ in turn yields failures over the loaded run:
 * ``checkpoint``: checkpoint fields and trees follow from the log;
 * ``branch``: the branch's diff from the base is explained by the log;
 * ``signature``: append signatures verify and come from trusted keys
-  (verify_signatures.py; with an allowed-signers file or ``require_signed``);
+  (signing/appends.py; with an allowed-signers file or ``require_signed``);
 * ``seal``: seals are last, link to the append they follow and name the tree
   the log explains; with ``require_sealed`` every run ends in one
-  (verify_seal.py).
+  (verify/seal.py).
 
 Extension point: a check is any :class:`Check` object; it finds the append
 commits, and so their signatures, in ``RunContext.segments``.
@@ -30,24 +30,24 @@ from typing import Any, Protocol
 
 import pygit2
 
-from .allowed_signers import AllowedSigner, load_allowed
-from .errors import CorruptLog, WalError
-from .ids import RunId
-from .records import Checkpoint, Intent, Plan, decode
-from .runs import all_runs
-from .store import ARCHIVE_PREFIX, Store
-from .verify_branch import branch_failures, logged_states, resolve
-from .verify_chain import Entry, Failure, Segment, merge_segments, read_segment
-from .verify_checkpoints import checkpoint_failures
-from .verify_replay import (
+from ..errors import CorruptLog, WalError
+from ..ids import RunId
+from ..records import Checkpoint, Intent, Plan, decode
+from ..runs import all_runs
+from ..segments import Entry, Failure, Segment, merge_segments, read_segment
+from ..signing.allowed_signers import AllowedSigner, load_allowed
+from ..signing.appends import signature_failures
+from ..store import ARCHIVE_PREFIX, Store
+from .branch import branch_failures, logged_states, resolve
+from .checkpoints import checkpoint_failures
+from .replay import (
     closing_failures,
     drift_notes,
     intent_failures,
     intents_of,
     object_failures,
 )
-from .verify_seal import seal_failures
-from .verify_signatures import signature_failures
+from .seal import seal_failures
 
 __all__ = ["DEFAULT_CHECKS", "Check", "Failure", "Options", "Report", "RunContext",
            "RunResult", "verify"]

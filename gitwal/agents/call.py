@@ -1,7 +1,7 @@
 """The vocabulary of agent steps: which call an intent stands for, what a hook
 call appended, and the marks an agent step leaves in its records.
 
-Kept apart from the step logic (external.py) so that readers of records
+Kept apart from the step logic (agents/external.py) so that readers of records
 (verify, the resume context) need not load it.
 """
 
@@ -9,12 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from .records import Commit, Intent, Record
-
-AGENT_ARG = "agent"  # the args key of an agent intent: {"name", "tool", "call", ...}
-MISS = "prediction miss"  # how a commit's `verified` text starts when post != predicted
+from ..records import Intent, Record
 
 # What an agent exports to the commands its shell tool runs: a process that
 # sees it runs inside one of that agent's tool calls. (Codex exports nothing
@@ -47,16 +43,6 @@ class Call:
 
     def who(self, event: str) -> str:
         return f"{self.agent} {event} {self.tool}"
-
-
-def agent_tag(intent: Intent) -> dict[str, Any] | None:
-    tag = intent.args.get(AGENT_ARG)
-    return tag if isinstance(tag, dict) else None
-
-
-def is_miss(intent: Intent, commit: Commit) -> bool:
-    """A commit that recorded a post other than the predicted one (agent steps only)."""
-    return intent.post is not None and commit.post != intent.post
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """SSH wire encoding (RFC 4251 section 5) and public key blobs.
 
-Shared by the key files (keys.py), the allowed-signers file
-(allowed_signers.py) and signatures (sshsig.py). A public key blob is what
+Shared by the key files (signing/keys.py), the allowed-signers file
+(signing/allowed_signers.py) and signatures (signing/sshsig.py). A public key blob is what
 OpenSSH puts, base64-encoded, in an ``.pub`` line: ``string keytype ||
 string key``; for Ed25519 the key is 32 raw bytes.
 """

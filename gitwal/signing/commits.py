@@ -2,8 +2,8 @@
 
 An append commit gitwal signs is checked by plain ``git verify-commit`` and
 ``git log --format=%G?``, and a commit git signed is checked here
-(docs/security.md). The pieces: keys.py (the private key), sshsig.py (the
-signature format), allowed_signers.py (which keys are trusted).
+(docs/security.md). The pieces: signing/keys.py (the private key), signing/sshsig.py (the
+signature format), signing/allowed_signers.py (which keys are trusted).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, cast
 import pygit2
 
 from .allowed_signers import AllowedSigner, find_signer
-from .signing_errors import BadSignature, SigningError, UntrustedSigner
+from .errors import BadSignature, SigningError, UntrustedSigner
 from .sshsig import sign, verify
 from .sshwire import DEFAULT_NAMESPACE, ED25519, fingerprint
 

@@ -4,7 +4,7 @@ The armored ``-----BEGIN SSH SIGNATURE-----`` block is what ``ssh-keygen -Y
 sign`` writes and what git stores in a commit's ``gpgsig`` header when
 ``gpg.format=ssh``. Ed25519 is deterministic, so a signature made here is
 byte-for-byte the one ssh-keygen makes with the same key. Whether a key is
-*trusted* is a separate question (allowed_signers.py).
+*trusted* is a separate question (signing/allowed_signers.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from .signing_errors import BadSignature, SigningError
+from .errors import BadSignature, SigningError
 from .sshwire import (
     DEFAULT_NAMESPACE,
     ED25519,

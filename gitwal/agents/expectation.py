@@ -16,15 +16,15 @@ from dataclasses import dataclass
 
 import pygit2
 
-from . import secrets
-from .display import safe
-from .errors import PathRefused, WalError
-from .ids import ABSENT, CommitId, Lsn, TreeId
-from .ledger import EXPLAINED, Ledger, fold
-from .records import Abort, Commit, Intent, Record, Unlogged
-from .run import Run
-from .store import Ref
-from .worktree import MODE_GITLINK, MODE_TREE, blob_id, tree_state
+from .. import secrets
+from ..display import safe
+from ..errors import PathRefused, WalError
+from ..ids import ABSENT, CommitId, Lsn, TreeId
+from ..ledger import EXPLAINED, Ledger, fold
+from ..records import Abort, Commit, Intent, Record, Unlogged
+from ..run import Run
+from ..store import Ref
+from ..worktree import MODE_GITLINK, MODE_TREE, blob_id, tree_state
 
 
 @dataclass

@@ -14,8 +14,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .durable import atomic_write, unlink_durable
-from .errors import WalError
+from ..durable import atomic_write, unlink_durable
+from ..errors import WalError
 
 SERVER_NAME = "gitwal"
 

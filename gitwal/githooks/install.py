@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from .durable import atomic_write, makedirs_durable
-from .errors import WalError
-from .repository import open_repository
-from .verify_signatures import signature_problems
+from ..durable import atomic_write, makedirs_durable
+from ..errors import WalError
+from ..repository import open_repository
+from ..signing.appends import signature_problems
 
 HOOKS = ("pre-commit", "reference-transaction")  # a working repository's
 SERVER_HOOKS = ("pre-receive",)  # a bare repository's

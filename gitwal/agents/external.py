@@ -32,14 +32,25 @@ from typing import Any
 
 import pygit2
 
-from .agent_call import AGENT_ARG, MISS, Call, Outcome, agent_tag
-from .errors import ToolRefused, UnknownRun
+from ..errors import ToolRefused, UnknownRun
+from ..ids import ABSENT, CommitId, Lsn, TreeId
+from ..records import (
+    AGENT_ARG,
+    MISS,
+    REPLAY_SAFE,
+    REPLAY_UNSAFE,
+    Abort,
+    Checkpoint,
+    Commit,
+    Intent,
+    Record,
+    agent_tag,
+)
+from ..run import Run
+from ..store import Ref
+from ..worktree import MODE_TREE
+from .call import Call, Outcome
 from .expectation import Expectation, Pending
-from .ids import ABSENT, CommitId, Lsn, TreeId
-from .records import REPLAY_SAFE, REPLAY_UNSAFE, Abort, Checkpoint, Commit, Intent, Record
-from .run import Run
-from .store import Ref
-from .worktree import MODE_TREE
 
 Content = bytes | None  # None: the path does not exist
 Compute = Callable[[tuple[Content, ...]], tuple[Content, ...]]

@@ -48,7 +48,7 @@ class KeySigner:
         return self._load().fingerprint
 
     def sign(self, content: bytes) -> str:
-        from .signing import sign_commit_buffer
+        from .commits import sign_commit_buffer
 
         return sign_commit_buffer(self._load(), content)
 

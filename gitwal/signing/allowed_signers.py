@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .durable import atomic_write, create_new, makedirs_durable
-from .signing_errors import BadAllowedSigners, SigningError
+from ..durable import atomic_write, create_new, makedirs_durable
+from .errors import BadAllowedSigners, SigningError
 from .sshwire import DEFAULT_NAMESPACE, fingerprint, parse_public_key
 
 __all__ = ["DEFAULT_NAMESPACE", "AllowedSigner", "find_signer", "load_allowed", "trust_add"]

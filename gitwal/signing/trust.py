@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pygit2
 
+from ..errors import NotARepository
+from ..repository import open_repository
+from ..userconfig import config_dir
 from .allowed_signers import trust_add
-from .errors import NotARepository
+from .errors import KeyExists, SigningError
 from .keys import default_key_path, generate_key, refuse_inside_repository
-from .repository import open_repository
-from .signing_errors import KeyExists, SigningError
 from .sshwire import fingerprint, parse_public_key
-from .userconfig import config_dir
 
 ALLOWED_SIGNERS_KEY = "gpg.ssh.allowedSignersFile"
 SIGNING_KEY_KEY = "wal.signingKey"

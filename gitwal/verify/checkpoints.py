@@ -10,13 +10,13 @@ from __future__ import annotations
 import pygit2
 from pygit2.enums import ObjectType
 
-from .ids import TreeId
-from .ledger import Fold, Ledger, Rules
-from .records import Checkpoint, Commit, Intent, Plan, Record
-from .store import CHECKPOINT_PREFIX
-from .verify_chain import Entry, Failure
-from .verify_replay import MAX_PATHS, TreeView, intents_of, is_kind, short
-from .worktree import blob_id, tree_state
+from ..ids import TreeId
+from ..ledger import Fold, Ledger, Rules
+from ..records import Checkpoint, Commit, Intent, Plan, Record
+from ..segments import Entry, Failure
+from ..store import CHECKPOINT_PREFIX
+from ..worktree import blob_id, tree_state
+from .replay import MAX_PATHS, TreeView, intents_of, is_kind, short
 
 
 def checkpoint_failures(repo: pygit2.Repository, run: str, history: list[Entry],

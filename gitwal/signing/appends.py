@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pygit2
 
+from ..segments import Failure, Segment
 from .allowed_signers import AllowedSigner, find_signer, load_allowed
-from .signing import commit_signature
-from .signing_errors import BadSignature
+from .commits import commit_signature
+from .errors import BadSignature
 from .sshsig import verify
 from .sshwire import DEFAULT_NAMESPACE, fingerprint
-from .verify_chain import Failure, Segment
 
 __all__ = ["NOT_SIGNED", "commit_problem", "signature_failures", "signature_problems"]
 
@@ -41,7 +41,7 @@ def signature_problems(repo: pygit2.Repository, commit_ids: Sequence[str],
     signature must also come from a key it trusts; without it, signatures are
     checked for validity only, which says nothing about who signed. Unsigned
     commits are problems only when ``require_signed``. A malformed or missing
-    allowed-signers file raises :class:`~gitwal.signing_errors.BadAllowedSigners`
+    allowed-signers file raises :class:`~gitwal.signing.errors.BadAllowedSigners`
     (fail closed). The order of ``commit_ids`` is kept; an id appears at most once.
     """
     allowed = None if allowed_signers is None else load_allowed(allowed_signers)

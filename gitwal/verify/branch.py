@@ -17,12 +17,12 @@ from collections.abc import Callable, Iterable
 import pygit2
 from pygit2.enums import ObjectType, SortMode
 
-from .ids import ABSENT, TreeId
-from .ledger import Fold, Ledger, Rules
-from .records import Checkpoint, Plan
-from .verify_chain import Entry, Failure, object_kind
-from .verify_replay import TreeView, short
-from .worktree import tree_state
+from ..ids import ABSENT, TreeId
+from ..ledger import Fold, Ledger, Rules
+from ..records import Checkpoint, Plan
+from ..segments import Entry, Failure, object_kind
+from ..worktree import tree_state
+from .replay import TreeView, short
 
 States = dict[str, list[str]]  # path -> the states the log gave it, oldest first
 MAX_NAMED = 3  # commits named per path; the rest are counted

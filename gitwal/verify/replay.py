@@ -4,7 +4,7 @@
 * intents: a file tool's post ids follow from its pre-images and args;
 * objects: every object a record names is kept alive by the chain.
 
-The checkpoint checks are in verify_checkpoints.py. All of them read git
+The checkpoint checks are in verify/checkpoints.py. All of them read git
 objects only (no working tree), so they run in a bare mirror as well as in
 a clone. Each returns failures; none raises on a bad log.
 """
@@ -17,12 +17,13 @@ from pathlib import Path
 import pygit2
 from pygit2.enums import ObjectType
 
-from . import tools
-from .agent_call import AGENT_ARG, MISS
-from .errors import WalError
-from .ids import ABSENT
-from .ledger import EXEC, Fold, Ledger, Rules
-from .records import (
+from .. import tools
+from ..errors import WalError
+from ..ids import ABSENT
+from ..ledger import EXEC, Fold, Ledger, Rules
+from ..records import (
+    AGENT_ARG,
+    MISS,
     REPLAY_SAFE,
     Abort,
     Checkpoint,
@@ -34,8 +35,8 @@ from .records import (
     Unlogged,
     type_name,
 )
-from .verify_chain import Entry, Failure, Segment, object_kind
-from .worktree import MODE_TREE, Worktree, blob_id, tree_state
+from ..segments import Entry, Failure, Segment, object_kind
+from ..worktree import MODE_TREE, Worktree, blob_id, tree_state
 
 MAX_PATHS = 20  # per checkpoint: past this, one line says how many more
 

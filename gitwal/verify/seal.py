@@ -10,7 +10,7 @@
   the only trace of the cut.
 
 Whether the seal's signature is valid and trusted is the ``signature``
-check's job (verify_signatures.py), which every append goes through.
+check's job (signing/appends.py), which every append goes through.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from dataclasses import dataclass
 import pygit2
 from pygit2.enums import ObjectType
 
-from .ids import TreeId
-from .ledger import Rules, fold
-from .records import Checkpoint, Plan, Seal, type_name
-from .seal import tree_problems
-from .signing import commit_signature
-from .verify_chain import Append, Entry, Failure, Segment, object_kind
-from .verify_replay import MAX_PATHS, TreeView
+from ..ids import TreeId
+from ..ledger import Rules, fold
+from ..records import Checkpoint, Plan, Seal, type_name
+from ..seal import tree_problems
+from ..segments import Append, Entry, Failure, Segment, object_kind
+from ..signing.commits import commit_signature
+from .replay import MAX_PATHS, TreeView
 
 NOT_SEALED = "run not sealed: the tail may have been cut"
 
