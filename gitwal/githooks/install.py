@@ -1,7 +1,8 @@
 """Install and remove gitwal's git hooks, chaining to hooks the user had.
 
-The scripts live in ``gitwal/hook_scripts/`` (plain sh + git, so they work
-when gitwal is not on PATH at commit time). A hook the user already had is
+The scripts live in ``hooks/git/`` of the source, installed as package data
+of ``gitwal._hooks`` (plain sh + git, so they work when gitwal is not on PATH
+at commit time). A hook the user already had is
 renamed to ``<name>.gitwal-chained`` and run by ours; uninstall renames it back.
 
 A working repository gets ``pre-commit`` and ``reference-transaction``; a bare
@@ -54,7 +55,8 @@ def is_bare(cwd: Path) -> bool:
 
 
 def script(name: str) -> bytes:
-    return resources.files("gitwal").joinpath("hook_scripts", name).read_bytes()
+    """The bytes of gitwal's hook ``name`` (one of ALL_HOOKS), as shipped."""
+    return resources.files("gitwal._hooks").joinpath("git", name).read_bytes()
 
 
 def install(cwd: Path) -> list[HookChange]:
