@@ -3,6 +3,7 @@ idempotent, and the user's own entries untouched."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 from pathlib import Path
@@ -10,7 +11,11 @@ from typing import Any
 
 import pytest
 
+from gitwal.agents import install as inst
+
 from .conftest import ok, wal
+
+ROOT = Path(__file__).resolve().parent.parent
 
 USER_SETTINGS: dict[str, Any] = {
     "model": "opus",
@@ -163,3 +168,28 @@ def test_reinstall_over_an_older_single_group_install_updates_it(repo: Path) -> 
     assert {"event": "PostToolUse", "action": "updated"} in out["changes"]
     assert [g["matcher"] for g in settings(repo)["hooks"]["PostToolUse"]] == [
         "Edit|MultiEdit|Write|NotebookEdit", "Bash|PowerShell"]
+
+
+@pytest.mark.parametrize(("agent", "rel"), [("codex", ".codex/hooks.json"),
+                                             ("gemini", ".gemini/settings.json")])
+def test_codex_and_gemini_get_exactly_the_shipped_definitions(
+        repo: Path, agent: str, rel: str) -> None:
+    shipped = json.loads((ROOT / "hooks" / agent / "hooks.json").read_text())
+    assert handlers(shipped) and {h["command"] for h in handlers(shipped)} == {inst.COMMAND}
+    # The adapter still builds the same entries in code: the two must not drift.
+    adapter = importlib.import_module(f"gitwal.agents.{agent}")
+    assert shipped["hooks"] == {e: [g] for e, g in adapter.groups(inst.COMMAND).items()}
+
+    out = json.loads(ok(repo, "install", agent, "--json"))
+    assert [(c["event"], c["action"]) for c in out["changes"]] == [
+        (e, "added") for e in shipped["hooks"]]
+    written = json.loads((repo / rel).read_text())
+    command = handlers(written)[0]["command"]
+    assert command.endswith(f" {agent}") and inst.is_ours(handlers(written)[0], agent)
+    for h in handlers(shipped):
+        h["command"] = command
+    assert written == shipped
+
+
+def handlers(data: dict[str, Any]) -> list[dict[str, Any]]:
+    return [h for groups in data["hooks"].values() for g in groups for h in g["hooks"]]

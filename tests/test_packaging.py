@@ -15,7 +15,7 @@ from pathlib import Path
 from .conftest import git, init_repo
 
 ROOT = Path(__file__).resolve().parent.parent
-HOSTS = ("git",)
+HOSTS = ("git", "codex", "gemini")
 
 
 def shipped(host: str) -> dict[str, bytes]:

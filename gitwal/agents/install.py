@@ -11,6 +11,11 @@ per event, so running it twice changes nothing; every other key, event, group
 and handler of the file stays as it was (and in its order). A handler is
 gitwal's when its command runs gitwal's hook entry point for that agent
 (:func:`is_ours`). Files are replaced atomically.
+
+The entries for Codex and Gemini CLI are data shipped with gitwal:
+``hooks/codex/hooks.json`` and ``hooks/gemini/hooks.json`` of the source
+(package data of ``gitwal._hooks``), each in the shape of the agent's own file
+with :data:`COMMAND` where the hook command goes (:func:`groups`).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import re
 import shlex
 import sys
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +34,9 @@ from ..durable import atomic_write, makedirs_durable
 from ..errors import WalError
 
 CLIENT = Path(__file__).with_name("hook_client.py")  # runs client.py from its bytecode
+
+
+Groups = dict[str, dict[str, Any]] | dict[str, list[dict[str, Any]]]
 
 
 class SettingsError(WalError):
@@ -67,6 +76,33 @@ def target(agent: str, scope: str, top: Path) -> Target:
     base, rel = scopes[scope]
     root = top if base == "tree" else Path(os.path.expanduser("~"))
     return Target(agent, scope, root / rel)
+
+
+# agent -> its hook definitions, under hooks/ of the source (gitwal._hooks installed)
+DEFINITIONS = {"codex": "codex/hooks.json", "gemini": "gemini/hooks.json"}
+COMMAND = "@GITWAL_HOOK_COMMAND@"  # in a definition: where the command of hook_command goes
+
+
+def definitions(agent: str) -> dict[str, list[dict[str, Any]]]:
+    """``agent``'s hook definitions as shipped (event -> matcher groups), with
+    :data:`COMMAND` in place of each handler's command."""
+    text = resources.files("gitwal._hooks").joinpath(DEFINITIONS[agent]).read_text("utf-8")
+    hooks: dict[str, list[dict[str, Any]]] = json.loads(text)["hooks"]
+    return hooks
+
+
+def groups(agent: str, command: str) -> Groups:
+    """The matcher groups ``install`` merges for ``agent``, running ``command``."""
+    if agent not in DEFINITIONS:
+        from .claude import groups as claude_groups  # Claude Code's are built in code
+
+        return claude_groups(command)
+    out = definitions(agent)
+    for event_groups in out.values():
+        for group in event_groups:
+            for handler in group["hooks"]:  # all gitwal's (tests/test_agent_install.py)
+                handler["command"] = command
+    return out
 
 
 def hook_command(agent: str, fast: bool = True) -> str:
@@ -161,8 +197,6 @@ def strip(data: dict[str, Any], agent: str, path: Path) -> dict[str, list[Any]]:
         del data["hooks"]
     return removed
 
-
-Groups = dict[str, dict[str, Any]] | dict[str, list[dict[str, Any]]]
 
 
 def install(t: Target, groups: Groups) -> list[Change]:

@@ -71,7 +71,7 @@ def install_(agent: str, scope: str, in_process: bool, with_mcp: bool, as_json: 
     mcp_file = _mcp_file(agent, scope) if with_mcp else None
     t = _target(agent, scope)
     command = inst.hook_command(agent, fast=not in_process)
-    changes = inst.install(t, adapter(agent).groups(command))
+    changes = inst.install(t, inst.groups(agent, command))
     if mcp_file is not None:
         from ..mcp.config import merge_mcp_json
 
