@@ -1,7 +1,8 @@
 """`git wal`: a thin click layer over the library. Each command parses its
 arguments, calls one library function, and prints the result (``--json`` for
 tools). Errors become ``error: ...`` / ``hint: ...`` on stderr and a
-documented exit code, never a traceback."""
+documented exit code, never a traceback. A command's module is imported only
+when that command runs (:data:`COMMANDS`, cli/lazy.py)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from ..chain import common_dir
 from ..display import safe
 from ..errors import EXIT_ERROR, EXIT_USAGE, WalError
 from ..repository import open_repository
+from .lazy import LazyGroup
 
 LIVE_PREFIX = "refs/wal/"
 
@@ -142,7 +144,7 @@ def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, sort_keys=True, ensure_ascii=False))
 
 
-class WalGroup(click.Group):
+class WalGroup(LazyGroup):
     """Usage errors, too, print `error:` and `hint:` (exit 2)."""
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
@@ -162,18 +164,43 @@ class WalGroup(click.Group):
         sys.exit(code if isinstance(code, int) else 0)
 
 
-@click.group(cls=WalGroup, context_settings={"help_option_names": ["-h", "--help"]})
+# Every subcommand: name -> "module:attribute" of its click command.
+COMMANDS = {
+    "agent-server": ".agents:agent_server",
+    "apply": ".steps:apply",
+    "begin": ".steps:begin",
+    "checkpoint": ".checkpoints:checkpoint_",
+    "compact": ".checkpoints:compact",
+    "drop": ".checkpoints:drop_",
+    "exec": ".steps:exec_",
+    "fetch": ".remote:fetch_",
+    "gate": ".checkpoints:gate",
+    "hook": ".agents:hook",
+    "hooks": ".hooks:hooks",
+    "install": ".agents:install_",
+    "keygen": ".keys:keygen",
+    "log": ".inspect:log",
+    "mcp": ".mcp:mcp_",
+    "mcp-config": ".mcp:mcp_config",
+    "prompt": ".recover:prompt",
+    "push": ".remote:push_",
+    "recover": ".recover:recover",
+    "remote": ".remote:remote_",
+    "repair": ".repair:repair",
+    "runs": ".inspect:runs",
+    "seal": ".seal:seal",
+    "status": ".inspect:status",
+    "trust": ".keys:trust_",
+    "uninstall": ".agents:uninstall_",
+    "verify": ".verify:verify_",
+}
+
+
+@click.group(cls=WalGroup, lazy=COMMANDS,
+             context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="gitwal")
 def main() -> None:
     """A write-ahead log for coding agents, kept in git (refs/wal/<run>)."""
 
 
-from . import checkpoints, hooks, inspect, recover, steps, verify  # noqa: E402  (registers)
-
-from . import remote  # noqa: E402, F401  # isort: skip  (registers push, fetch, remote)
-from . import keys, seal  # noqa: E402, F401  # isort: skip  (registers keygen, trust, seal)
-from . import mcp  # noqa: E402, F401  # isort: skip  (registers mcp, mcp-config)
-
-__all__ = ["checkpoints", "hooks", "inspect", "main", "recover", "steps", "verify"]
-from . import agents  # noqa: E402, F401  # isort: skip  (registers install, uninstall, hook)
-from . import repair  # noqa: E402, F401  # isort: skip  (registers repair)
+__all__ = ["COMMANDS", "emit_json", "fail", "handled", "main"]

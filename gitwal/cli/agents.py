@@ -13,8 +13,8 @@ from ..agents import install as inst
 from ..agents.hook import AGENTS, adapter, run_hook
 from ..errors import EXIT_USAGE, NotARepository, WalError
 from ..wal import Wal
-from . import emit_json, handled, main
-from .steps import JSON
+from . import emit_json, handled
+from .options import JSON
 
 AGENT = click.argument("agent", type=click.Choice(AGENTS))
 SCOPE = click.option("--scope", default="project", show_default=True,
@@ -58,7 +58,7 @@ def _mcp_file(agent: str, scope: str) -> Path:
     return Wal(".").wt.root / ".mcp.json"
 
 
-@main.command("install")
+@click.command("install")
 @AGENT
 @SCOPE
 @click.option("--in-process", is_flag=True,
@@ -83,7 +83,7 @@ def install_(agent: str, scope: str, in_process: bool, with_mcp: bool, as_json: 
         click.echo(note)
 
 
-@main.command("uninstall")
+@click.command("uninstall")
 @AGENT
 @SCOPE
 @MCP
@@ -102,7 +102,7 @@ def uninstall_(agent: str, scope: str, with_mcp: bool, as_json: bool) -> None:
     _show(t, changes, as_json)
 
 
-@main.command("hook", hidden=True)
+@click.command("hook", hidden=True)
 @AGENT
 @click.argument("event", required=False)
 def hook(agent: str, event: str | None) -> None:
@@ -124,7 +124,7 @@ def hook(agent: str, event: str | None) -> None:
     sys.exit(code)
 
 
-@main.command("agent-server")
+@click.command("agent-server")
 @click.option("--git-dir", "git_dir", metavar="DIR",
               help="The repository's .git entry (default: the one above the current "
                    "directory).")

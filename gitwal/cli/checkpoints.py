@@ -9,8 +9,8 @@ import click
 from .. import checkpoint as cp
 from ..errors import EXIT_IN_DOUBT, UnknownRun
 from ..wal import Wal
-from . import emit_json, handled, main
-from .steps import CHECK, JSON, RUN, WAIT
+from . import emit_json, handled
+from .options import CHECK, JSON, RUN, WAIT
 
 
 def _result(r: cp.CheckpointResult) -> dict[str, object]:
@@ -18,7 +18,7 @@ def _result(r: cp.CheckpointResult) -> dict[str, object]:
             "unlogged": list(r.unlogged), "reused_head": r.reused_head}
 
 
-@main.command("checkpoint")
+@click.command("checkpoint")
 @RUN
 @click.option("-m", "--message", metavar="MSG", help="Commit message (trailers are added).")
 @CHECK
@@ -43,7 +43,7 @@ def checkpoint_(run_id: str | None, message: str | None, check: str | None, deta
         click.echo(f"  included unlogged paths: {', '.join(r.unlogged)}")
 
 
-@main.command()
+@click.command()
 @RUN
 @click.option("--drop", "drop_", is_flag=True, help="Discard old records instead of archiving.")
 @WAIT
@@ -62,7 +62,7 @@ def compact(run_id: str | None, drop_: bool, wait_timeout: float | None,
         click.echo(f"live chain now starts at LSN {r.live_from}; older records {where}")
 
 
-@main.command()
+@click.command()
 @RUN
 @click.option("--auto-checkpoint", is_flag=True, help="Checkpoint first when it safely can.")
 @click.option("--detached", is_flag=True, help="With --auto-checkpoint: a detached checkpoint.")
@@ -88,7 +88,7 @@ def gate(run_id: str | None, auto_checkpoint: bool, detached: bool, as_json: boo
         sys.exit(EXIT_IN_DOUBT)
 
 
-@main.command("drop")
+@click.command("drop")
 @click.argument("run_id", metavar="RUN")
 @WAIT
 @handled

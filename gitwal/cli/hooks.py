@@ -11,11 +11,11 @@ from ..errors import StepFailed, UnknownRun
 from ..githooks import install as githooks
 from ..records import Intent
 from ..wal import Wal
-from . import emit_json, handled, main
-from .steps import JSON
+from . import emit_json, handled
+from .options import JSON
 
 
-@main.group()
+@click.group()
 def hooks() -> None:
     """Git hooks that refuse rewriting logs and committing half-applied steps."""
 

@@ -11,8 +11,8 @@ import click
 from ..display import safe
 from ..records import Abort, Commit, Intent, Record, to_dict, type_name
 from ..wal import Wal
-from . import emit_json, handled, main
-from .steps import JSON, RUN
+from . import emit_json, handled
+from .options import JSON, RUN
 
 
 def _compact(row: dict[str, Any]) -> bytes:
@@ -54,7 +54,7 @@ def log_rows(records: list[tuple[Record, bytes]]) -> list[dict[str, Any] | bytes
     return rows
 
 
-@main.command()
+@click.command()
 @RUN
 @click.option("--all", "everything", is_flag=True,
               help="Include segments archived by `git wal compact`.")
@@ -97,7 +97,7 @@ def log(run_id: str | None, everything: bool, as_json: bool) -> None:
         click.echo(f"{row['lsn']:>6}  {type_name(by_lsn[row['lsn']]):<10} {safe(text)}")
 
 
-@main.command()
+@click.command()
 @RUN
 @JSON
 @handled
@@ -133,7 +133,7 @@ def status(run_id: str | None, as_json: bool) -> None:
                    "what was observed, not what was predicted")
 
 
-@main.command()
+@click.command()
 @JSON
 @handled
 def runs(as_json: bool) -> None:

@@ -9,11 +9,11 @@ import click
 
 from ..signing import trust
 from ..signing.allowed_signers import AllowedSigner, load_allowed
-from . import emit_json, handled, main
-from .steps import JSON
+from . import emit_json, handled
+from .options import JSON
 
 
-@main.command()
+@click.command()
 @click.option("--path", "path", type=click.Path(path_type=Path), metavar="P",
               help="Where to write the key (default: $XDG_CONFIG_HOME/gitwal/signing_key); "
                    "never inside the repository.")
@@ -35,7 +35,7 @@ def keygen(path: Path | None, force: bool, configure: bool, as_json: bool) -> No
                err=True)
 
 
-@main.group("trust")
+@click.group("trust")
 def trust_() -> None:
     """The allowed-signers file: which keys' signatures verify trusts."""
 

@@ -14,8 +14,8 @@ import click
 from ..errors import WalError
 from ..mcp.config import mcp_json_document, merge_mcp_json, remove_from_mcp_json
 from ..wal import Wal
-from . import emit_json, handled, main
-from .steps import JSON
+from . import emit_json, handled
+from .options import JSON
 
 INSTALL_HINT = "pip install 'gitwal[mcp]'"
 
@@ -24,7 +24,7 @@ class SdkMissing(WalError):
     """The optional MCP SDK is not installed (or is not a version gitwal supports)."""
 
 
-@main.command("mcp")
+@click.command("mcp")
 @click.option("--run", "run_id", metavar="ID",
               help="Work on this run (default: the worktree's current run).")
 @click.option("--repo", "repo", metavar="PATH", default=".", show_default=True,
@@ -44,7 +44,7 @@ def mcp_(run_id: str | None, repo: str, task: str | None) -> None:
     server.serve(Host(repo, run_id, task))
 
 
-@main.command("mcp-config")
+@click.command("mcp-config")
 @click.option("--merge", "action", flag_value="merge",
               help="Add gitwal's entry to the file (other servers are kept).")
 @click.option("--remove", "action", flag_value="remove",

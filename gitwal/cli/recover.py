@@ -11,11 +11,11 @@ from ..agents.call import calling_agent
 from ..errors import EXIT_IN_DOUBT
 from ..prompt import render
 from ..wal import Wal
-from . import emit_json, handled, main
-from .steps import JSON, RUN
+from . import emit_json, handled
+from .options import JSON, RUN
 
 
-@main.command()
+@click.command()
 @RUN
 @click.option("--redo", is_flag=True, help="Redo replay-safe steps that did not land.")
 @click.option("--restore", is_flag=True,
@@ -36,7 +36,7 @@ def recover(run_id: str | None, redo: bool, restore: bool, as_json: bool) -> Non
         sys.exit(EXIT_IN_DOUBT)
 
 
-@main.command()
+@click.command()
 @RUN
 @handled
 def prompt(run_id: str | None) -> None:

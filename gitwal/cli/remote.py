@@ -13,8 +13,8 @@ import click
 
 from .. import remote as rm
 from ..errors import EXIT_ERROR
-from . import emit_json, handled, main
-from .steps import JSON, RUN
+from . import emit_json, handled
+from .options import JSON, RUN
 
 REMOTE = click.argument("remote_name", metavar="[REMOTE]", required=False)
 
@@ -61,7 +61,7 @@ def _show(t: rm.Transfer, as_json: bool, verb: str) -> None:
         sys.exit(EXIT_ERROR)
 
 
-@main.command("push")
+@click.command("push")
 @REMOTE
 @RUN
 @click.option("--all", "everything", is_flag=True, help="Every run's log.")
@@ -75,7 +75,7 @@ def push_(remote_name: str | None, run_id: str | None, everything: bool, as_json
     _show(rm.push(Path("."), remote_name, run_id, everything), as_json, "push")
 
 
-@main.command("fetch")
+@click.command("fetch")
 @REMOTE
 @click.option("--run", "run_id", metavar="RUN",
               help="Only this run's log (live ref, archives, checkpoints).")
@@ -88,7 +88,7 @@ def fetch_(remote_name: str | None, run_id: str | None, offline: bool, as_json: 
     _show(rm.fetch(Path("."), remote_name, offline, run_id), as_json, "fetch")
 
 
-@main.group("remote")
+@click.group("remote")
 def remote_() -> None:
     """Configure remotes to carry run logs."""
 

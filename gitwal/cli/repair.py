@@ -9,11 +9,11 @@ from ..errors import UnknownRun
 from ..ids import RunId, valid_run_id
 from ..store import Store
 from ..wal import Wal
-from . import emit_json, handled, main
-from .steps import JSON
+from . import emit_json, handled
+from .options import JSON
 
 
-@main.command()
+@click.command()
 @click.argument("run_id", metavar="RUN")
 @JSON
 @handled

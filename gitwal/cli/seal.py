@@ -6,11 +6,11 @@ import click
 
 from .. import seal as sealing
 from ..wal import Wal
-from . import emit_json, handled, main
-from .steps import JSON, RUN, WAIT
+from . import emit_json, handled
+from .options import JSON, RUN, WAIT
 
 
-@main.command()
+@click.command()
 @RUN
 @WAIT
 @JSON

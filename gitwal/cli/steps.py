@@ -9,25 +9,11 @@ import click
 
 from ..run import StepResult
 from ..wal import Wal
-from . import emit_json, handled, main
-
-RUN = click.option("--run", "run_id", metavar="ID", help="Run id (default: the current run).")
-CHECK = click.option("--check", metavar="CMD",
-                     help="Verification command; the step commits only if it exits 0.")
-JSON = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-TIMEOUT = click.option(
-    "--timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
-    help="Kill the command or check (its whole process group) after SECONDS and "
-         "abort the step (default: git config wal.commandTimeout, else no limit).")
-WAIT = click.option("--wait-timeout", "wait_timeout", type=click.FloatRange(min=0),
-                    metavar="SECONDS",
-                    help="Give up (exit 4) when another process holds the run longer "
-                         "(default: git config wal.waitTimeout, else wait).")
-STEP = click.option("--step", "step", type=click.IntRange(min=1), metavar="N",
-                    help="The plan step (1-based) this step carries out.")
+from . import emit_json, handled
+from .options import CHECK, JSON, RUN, STEP, TIMEOUT, WAIT
 
 
-@main.command()
+@click.command()
 @click.option("--task", default="", help="What the run is for (goes into the plan).")
 @click.option("--run", "run_id", metavar="ID", help="Choose the run id yourself.")
 @click.option("--step", "steps", multiple=True, metavar="TEXT",
@@ -52,7 +38,7 @@ def _report(result: StepResult, as_json: bool) -> None:
                    f"{result.status}")
 
 
-@main.group()
+@click.group()
 @RUN
 @CHECK
 @TIMEOUT
@@ -141,7 +127,7 @@ def move_file(ctx: click.Context, src: str, dst: str) -> None:
     _apply(ctx, "move_file", src=src, dst=dst)
 
 
-@main.command("exec", context_settings={"ignore_unknown_options": True})
+@click.command("exec", context_settings={"ignore_unknown_options": True})
 @RUN
 @CHECK
 @TIMEOUT

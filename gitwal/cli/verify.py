@@ -19,8 +19,8 @@ from ..repository import open_repository
 from ..runs import select_runs
 from ..signing.trust import allowed_signers_file
 from ..verify import Options, Report, RunResult, verify
-from . import emit_json, handled, main
-from .steps import RUN
+from . import emit_json, handled
+from .options import RUN
 
 # Characters XML 1.0 cannot carry at all; a reason may quote a path or a record.
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -92,7 +92,7 @@ def _progress(n: int, of: int, run: str, what: str) -> None:
     click.echo(f"\r\x1b[Kverify [{n}/{of}] {run}: {what}", err=True, nl=False)
 
 
-@main.command("verify")
+@click.command("verify")
 @RUN
 @click.option("--all", "everything", is_flag=True,
               help="Every run in the repository, dropped (archived) runs included.")

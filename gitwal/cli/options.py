@@ -1,0 +1,20 @@
+"""Options several commands share, defined once so their names and help agree."""
+
+from __future__ import annotations
+
+import click
+
+RUN = click.option("--run", "run_id", metavar="ID", help="Run id (default: the current run).")
+CHECK = click.option("--check", metavar="CMD",
+                     help="Verification command; the step commits only if it exits 0.")
+JSON = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+TIMEOUT = click.option(
+    "--timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+    help="Kill the command or check (its whole process group) after SECONDS and "
+         "abort the step (default: git config wal.commandTimeout, else no limit).")
+WAIT = click.option("--wait-timeout", "wait_timeout", type=click.FloatRange(min=0),
+                    metavar="SECONDS",
+                    help="Give up (exit 4) when another process holds the run longer "
+                         "(default: git config wal.waitTimeout, else wait).")
+STEP = click.option("--step", "step", type=click.IntRange(min=1), metavar="N",
+                    help="The plan step (1-based) this step carries out.")
