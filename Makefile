@@ -19,7 +19,7 @@ test: $(STAMP) lint tools claude-code
 
 lint: $(STAMP)
 	$(BIN)/ruff check gitwal tests bench
-	$(BIN)/mypy gitwal bench
+	$(BIN)/mypy gitwal bench tests
 
 # Debian packages the suite uses: strace (crash-state checker), ssh-keygen
 # (signature interop tests). Installed only when missing.

@@ -202,7 +202,6 @@ def test_the_next_pre_waits_for_a_landed_edits_background_post(
         repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """PostToolUse of a file tool is `async`: Claude Code may send the next call's
     PreToolUse first. That PreToolUse waits for it instead of settling the step."""
-    from gitwal import external
     from gitwal.agents.hook import run_hook as run_in_process
 
     git(repo, "config", "wal.agent.openWait", "120")
@@ -217,7 +216,7 @@ def test_the_next_pre_waits_for_a_landed_edits_background_post(
         waiting.set()  # the PreToolUse below polls: it is waiting for toolu_1's close
         real_sleep(seconds)
 
-    monkeypatch.setattr(external.time, "sleep", sleep)
+    monkeypatch.setattr(time, "sleep", sleep)  # gitwal.external polls with time.sleep
     second = {"file_path": str(repo / "c.txt"), "content": "c\n"}
     got: list[tuple[int, str, str]] = []
     pre = threading.Thread(target=lambda: got.append(run_in_process(

@@ -531,7 +531,7 @@ def test_merge_and_remove_keep_foreign_servers(tmp_path: Path) -> None:
     assert remove_from_mcp_json(path) and not path.exists()  # only gitwal's: deleted
     assert not remove_from_mcp_json(path)
 
-    theirs = {"$schema": "x", "mcpServers": {
+    theirs: dict[str, Any] = {"$schema": "x", "mcpServers": {
         "db": {"command": "db-mcp", "args": ["--ro"], "env": {"TOKEN": "t"}},
         "gitwal": {"command": "old-git-wal", "env": {"GITWAL_X": "1"}},
         "web": {"type": "http", "url": "http://127.0.0.1:9/mcp"}}}
