@@ -29,10 +29,11 @@ RUN = claude_run()
 
 
 @pytest.fixture
-def rundir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    base = tmp_path / "xdg-run"
-    base.mkdir(mode=0o700)
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(base))
+def rundir() -> Iterator[Path]:
+    # The test's own XDG_RUNTIME_DIR (the `hermetic` fixture): private, empty, and
+    # short enough for a socket path (108 bytes) under any pytest base dir.
+    base = Path(os.environ["XDG_RUNTIME_DIR"])
+    assert not any(base.iterdir())
     yield base / "gitwal"
     # The servers this test started: stopped the documented way (none may linger).
     stop = subprocess.run([GIT_WAL, "agent-server", "--stop", "--all", "--json"],
