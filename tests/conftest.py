@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import select
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -93,6 +94,20 @@ def hermetic(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     with sealed(tmp_path_factory.mktemp("home"), runtime):
         yield
         stop_hook_servers(runtime)
+
+
+def wait_exit(pid: int, timeout: float = 60) -> None:
+    """Block until process ``pid`` (a child or not) has exited: its files, and
+    so its locks, are closed by then."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        ready, _, _ = select.select([fd], [], [], timeout)
+        assert ready, f"process {pid} did not exit within {timeout} s"
+    finally:
+        os.close(fd)
 
 
 # -- the real home stays as it was -------------------------------------------------

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import GIT_WAL, ok, wal
+from .conftest import GIT_WAL, ok, wait_exit, wal
 from .test_agent_payloads import claude_run, claude_tool, wal_log
 
 RUN = claude_run()
@@ -108,8 +108,9 @@ def test_the_client_starts_a_private_server_and_logs_through_it(repo: Path,
 def test_a_killed_server_is_replaced_and_nothing_is_lost(repo: Path, rundir: Path) -> None:
     cmd = command(repo)
     edit_round(repo, cmd, "toolu_1", "hello", "bye")
-    os.kill(server_pid(rundir), signal.SIGKILL)
-    time.sleep(0.1)
+    pid = server_pid(rundir)
+    os.kill(pid, signal.SIGKILL)
+    wait_exit(pid)
     edit_round(repo, cmd, "toolu_2", "bye", "ciao")  # a stale socket is left behind
     assert statuses(repo) == ["committed", "committed"]
 
@@ -209,8 +210,9 @@ def test_the_server_checks_the_whole_tree_after_a_call(repo: Path, rundir: Path)
     (repo / "README").write_text("ciao\n")
     post = hook(repo, cmd, claude_tool(repo, "PostToolUse", "Edit", edit, "toolu_2"))
     assert post.returncode == 0
+    # The check runs after the answer, in the server: poll the log for its record.
     deadline = time.monotonic() + 20
-    found: list[dict[str, Any]] = []
+    found = [r for r in wal_log(repo, RUN) if r["type"] == "unlogged"]
     while time.monotonic() < deadline and not found:
         time.sleep(0.2)
         found = [r for r in wal_log(repo, RUN) if r["type"] == "unlogged"]
@@ -248,7 +250,5 @@ def test_server_idle_time_comes_from_git_config(repo: Path, rundir: Path) -> Non
     cmd = command(repo)
     edit_round(repo, cmd, "toolu_1", "hello", "bye")
     [lock] = list(rundir.glob("*.lock"))
-    deadline = time.monotonic() + 60  # it retires on its own, long before this
-    while not lock_is_free(lock) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_exit(server_pid(rundir), 60)  # it retires on its own, long before this
     assert lock_is_free(lock) and list(rundir.glob("*.sock")) == []
