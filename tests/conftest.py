@@ -110,6 +110,25 @@ def wait_exit(pid: int, timeout: float = 60) -> None:
         os.close(fd)
 
 
+# -- slow tests ------------------------------------------------------------------------
+
+# Whole modules (or folders) marked `slow`: `make check` leaves them out, `make test`
+# runs them. Killed processes, power-loss states, torture, the person-edit sample,
+# gc racing appends, the GitHub Action's script, hostile remotes (two clones and a
+# server each) and the end-to-end runs. A slow test elsewhere (more than a few
+# seconds on two idle cores) carries its own @pytest.mark.slow.
+SLOW = frozenset({"test_crash_states.py", "test_random_kills.py", "test_torture.py",
+                  "test_person_edits.py", "test_gc_during_appends.py", "test_action.py",
+                  "test_fetch_safety.py", "e2e"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        path = item.path.resolve()
+        if path.is_relative_to(TESTS) and path.relative_to(TESTS).parts[0] in SLOW:
+            item.add_marker(pytest.mark.slow)
+
+
 # -- the real home stays as it was -------------------------------------------------
 
 # Read at import, before any test changed HOME.

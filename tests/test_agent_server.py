@@ -90,6 +90,7 @@ def statuses(repo: Path) -> list[str]:
     return [r["status"] for r in wal_log(repo, RUN) if r["type"] == "intent"]
 
 
+@pytest.mark.slow
 def test_the_client_starts_a_private_server_and_logs_through_it(repo: Path,
                                                                 rundir: Path) -> None:
     cmd = command(repo)
@@ -105,6 +106,7 @@ def test_the_client_starts_a_private_server_and_logs_through_it(repo: Path,
     assert statuses(repo) == ["committed", "committed"]
 
 
+@pytest.mark.slow
 def test_a_killed_server_is_replaced_and_nothing_is_lost(repo: Path, rundir: Path) -> None:
     cmd = command(repo)
     edit_round(repo, cmd, "toolu_1", "hello", "bye")
@@ -200,6 +202,7 @@ def test_gitwal_no_server_runs_in_process(repo: Path, rundir: Path,
     assert not rundir.exists() or not list(rundir.glob("*.sock"))
 
 
+@pytest.mark.slow
 def test_the_server_checks_the_whole_tree_after_a_call(repo: Path, rundir: Path) -> None:
     cmd = command(repo)
     edit_round(repo, cmd, "toolu_1", "hello", "bye")
@@ -219,6 +222,7 @@ def test_the_server_checks_the_whole_tree_after_a_call(repo: Path, rundir: Path)
     assert found and "stray.txt" in found[0]["paths"]
 
 
+@pytest.mark.slow
 def test_agent_server_stop_stops_the_repositorys_server(repo: Path, rundir: Path) -> None:
     cmd = command(repo)
     edit_round(repo, cmd, "toolu_1", "hello", "bye")
@@ -245,6 +249,7 @@ def test_agent_server_stop_outside_a_repository_is_a_usage_error(tmp_path: Path,
     assert proc.returncode == 2 and "--all goes with --stop" in proc.stderr
 
 
+@pytest.mark.slow
 def test_server_idle_time_comes_from_git_config(repo: Path, rundir: Path) -> None:
     subprocess.run(["git", "config", "wal.agent.serverIdle", "0.5"], cwd=repo, check=True)
     cmd = command(repo)

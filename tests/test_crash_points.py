@@ -86,6 +86,7 @@ def reference_tree(tmp_path: Path, tool: str) -> str:
     return _REFERENCE[tool]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("tool", "point", "redo"), PARAMS)
 def test_kill_at_point_then_recover_and_resume(
     tmp_path: Path, tool: str, point: str, redo: bool

@@ -133,6 +133,7 @@ def test_lists_the_tools_with_descriptions_and_schemas(repo: Path) -> None:
 # -- the change tools ----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_every_file_tool_commits_and_is_logged(repo: Path) -> None:
     (repo / "src").mkdir()
     (repo / "src" / "a.ts").write_text("const getUserById = 1;\ngetUserById(getUserByIdx);\n")
@@ -305,6 +306,7 @@ def test_first_change_begins_a_run_with_the_server_task(repo: Path) -> None:
     assert run["task"] == "tidy the repo" and run["current"] and run["records"] == 5
 
 
+@pytest.mark.slow
 def test_run_option_pins_the_run_and_begin_switches_it(repo: Path) -> None:
     ok(repo, "begin", "--run", "pinned", "--task", "one")
     ok(repo, "begin", "--run", "other", "--task", "two")  # now the current run
@@ -427,6 +429,7 @@ def test_checkpoint_and_status_tools(repo: Path) -> None:
     assert [r["type"] for r in rows][-2:] == ["checkpoint", "checkpoint"]
 
 
+@pytest.mark.slow
 def test_server_killed_mid_write_then_the_recover_tool(repo: Path) -> None:
     (repo / "f.txt").write_text("alpha beta\n" * 2000)
     ok(repo, "begin", "--run", "r", "--task", "crash")
@@ -456,6 +459,7 @@ def test_server_killed_mid_write_then_the_recover_tool(repo: Path) -> None:
     assert rows[3]["recovered"] is True
 
 
+@pytest.mark.slow
 def test_sigkill_mid_exec_then_recover_decides(repo: Path, tmp_path: Path) -> None:
     ok(repo, "begin", "--run", "r", "--task", "long command")
     ready, hold = tmp_path / "ready", tmp_path / "hold"
@@ -587,6 +591,7 @@ def test_merge_refuses_a_file_it_cannot_edit(tmp_path: Path, content: str) -> No
     assert path.read_text() == content
 
 
+@pytest.mark.slow
 def test_mcp_config_command(repo: Path) -> None:
     assert json.loads(ok(repo, "mcp-config")) == {"mcpServers": {"gitwal": mcp_server_entry()}}
     (repo / "sub").mkdir()

@@ -28,6 +28,9 @@ import pytest
 from .conftest import GIT_WAL, git, init_repo, ok, sealed, wal
 
 A, B = "run-a", "run-b"
+# One test process builds the module's `template` for all (`--dist loadgroup`).
+pytestmark = pytest.mark.xdist_group("verify")
+
 FILES = {
     "a.ts": "export function getUserById(id: string) {\n  return id;\n}\n",
     "b.js": "const x = $el + _tmp;\n",
@@ -93,6 +96,7 @@ def failures(report: dict[str, Any], run: str) -> list[tuple[str, int | None, st
 # -- the clean repository ----------------------------------------------------
 
 
+@pytest.mark.slow
 def test_clean_runs_pass_in_every_format_after_gc_and_in_a_mirror(
         repo: Path, tmp_path: Path) -> None:
     rows = [json.loads(x) for x in ok(repo, "log", "--all", "--json", "--run", A).splitlines()]

@@ -31,8 +31,12 @@ from gitwal.verify_signatures import signature_problems
 
 from .conftest import git, init_repo, ok, sealed, wal
 
-pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None,
-                                reason="ssh-keygen not installed (git verifies with it)")
+pytestmark = [
+    pytest.mark.skipif(shutil.which("ssh-keygen") is None,
+                       reason="ssh-keygen not installed (git verifies with it)"),
+    # One test process builds the module's `template` for all (`--dist loadgroup`).
+    pytest.mark.xdist_group("verify_signatures"),
+]
 
 SEALED, OPEN = "sealed", "open"
 RUN_ID = RunId(SEALED)
