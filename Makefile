@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench torture crash-states tools claude-code clean
+.PHONY: demo test check lint bench torture crash-states tools claude-code clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -14,12 +14,24 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python -m bench.demo
 
+# Test processes (pytest-xdist), one per core by default. `loadgroup` keeps the
+# tests of an xdist_group (a module-scoped fixture costly to build) in one process.
+JOBS ?= auto
+# Exit status 5 is "no tests collected" (e.g. a -k that matches nothing): not a failure.
+PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider -n $(JOBS) --dist loadgroup
+
+# The whole suite, as CI runs it.
 test: $(STAMP) lint tools claude-code
-	$(BIN)/python -m pytest -q -p no:cacheprovider; rc=$$?; [ $$rc -eq 5 ] && exit 0; exit $$rc
+	$(PYTEST); rc=$$?; [ $$rc -eq 5 ] && exit 0; exit $$rc
+
+# The inner loop: lint, types and every test not marked `slow` (no kills,
+# crash states, torture or end-to-end runs).
+check: $(STAMP) lint
+	$(PYTEST) -m 'not slow'; rc=$$?; [ $$rc -eq 5 ] && exit 0; exit $$rc
 
 lint: $(STAMP)
 	$(BIN)/ruff check gitwal tests bench
-	$(BIN)/mypy gitwal bench
+	$(BIN)/mypy gitwal bench tests
 
 # Debian packages the suite uses: strace (crash-state checker), ssh-keygen
 # (signature interop tests). Installed only when missing.

@@ -47,6 +47,7 @@ def by_type(repo: Path, kind: str) -> list[dict[str, Any]]:
     return [r for r in wal_log(repo, RUN) if r["type"] == kind]
 
 
+@pytest.mark.slow
 def test_edit_pre_and_post_commit_with_the_tool_use_id(repo: Path) -> None:
     f = repo / "README"
     edit = {"file_path": str(f), "old_string": "hello", "new_string": "bye",
@@ -72,6 +73,7 @@ def test_edit_pre_and_post_commit_with_the_tool_use_id(repo: Path) -> None:
     assert st["committed"] == [intent["lsn"]] and st["open"] == [] and st["unlogged"] == []
 
 
+@pytest.mark.slow
 def test_multiedit_and_write_new_file(repo: Path) -> None:
     (repo / "a.py").write_text("x = 1\ny = 2\n")
     git(repo, "add", "-A")
@@ -130,6 +132,7 @@ def test_paths_outside_the_tree_and_other_tools_are_not_logged(repo: Path,
     assert wal(repo, "log", "--run", RUN).returncode != 0  # no run was even begun
 
 
+@pytest.mark.slow
 def test_prediction_miss_commits_the_observed_post(repo: Path) -> None:
     edit = {"file_path": str(repo / "README"), "old_string": "hello", "new_string": "bye"}
     # A formatter hook (or the agent's own normalisation) changed the result.
@@ -147,6 +150,7 @@ def test_prediction_miss_commits_the_observed_post(repo: Path) -> None:
     assert json.loads(ok(repo, "verify", "--run", RUN, "--json"))["ok"]
 
 
+@pytest.mark.slow
 def test_post_tool_use_failure_aborts_and_leaves_the_tree(repo: Path) -> None:
     edit = {"file_path": str(repo / "README"), "old_string": "hello", "new_string": "bye"}
     assert run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit", edit,
@@ -171,6 +175,7 @@ def test_post_tool_use_failure_aborts_and_leaves_the_tree(repo: Path) -> None:
     assert wal_status(repo, RUN)["open"] == []
 
 
+@pytest.mark.slow
 def test_a_missing_post_is_settled_by_the_next_pre(repo: Path) -> None:
     (repo / "b.txt").write_text("bee\n")
     git(repo, "add", "-A")
@@ -202,7 +207,6 @@ def test_the_next_pre_waits_for_a_landed_edits_background_post(
         repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """PostToolUse of a file tool is `async`: Claude Code may send the next call's
     PreToolUse first. That PreToolUse waits for it instead of settling the step."""
-    from gitwal.agents import external
     from gitwal.agents.hook import run_hook as run_in_process
 
     git(repo, "config", "wal.agent.openWait", "120")
@@ -217,7 +221,7 @@ def test_the_next_pre_waits_for_a_landed_edits_background_post(
         waiting.set()  # the PreToolUse below polls: it is waiting for toolu_1's close
         real_sleep(seconds)
 
-    monkeypatch.setattr(external.time, "sleep", sleep)
+    monkeypatch.setattr(time, "sleep", sleep)  # gitwal.agents.external polls with time.sleep
     second = {"file_path": str(repo / "c.txt"), "content": "c\n"}
     got: list[tuple[int, str, str]] = []
     pre = threading.Thread(target=lambda: got.append(run_in_process(
@@ -286,6 +290,7 @@ def test_recover_decides_an_open_hook_intent_from_the_tree(repo: Path) -> None:
     assert intent["status"] == "aborted"
 
 
+@pytest.mark.slow
 def test_an_edit_made_without_hooks_is_recorded_as_unlogged(repo: Path) -> None:
     edit = {"file_path": str(repo / "README"), "old_string": "hello", "new_string": "bye"}
     pre_post(repo, "Edit", edit, "toolu_1", lambda: (repo / "README").write_text("bye\n"))
@@ -322,6 +327,7 @@ def test_a_post_without_a_durable_intent_records_the_change(repo: Path) -> None:
     assert unlogged["paths"] == ["README"] and "no durable intent" in unlogged["noticed"]
 
 
+@pytest.mark.slow
 def test_an_intent_that_cannot_be_durable_blocks_the_call(repo: Path) -> None:
     assert run_hook(repo, "claude", claude(repo, "SessionStart", source="startup")).code == 0
     # A broken ref: the log cannot be read, so no intent can be appended to it.
@@ -343,6 +349,7 @@ def test_a_wal_dir_that_cannot_be_written_blocks_the_call(repo: Path) -> None:
     assert r.code == 2 and r.err.startswith("gitwal:")
 
 
+@pytest.mark.slow
 def test_session_start_resume_gives_the_resume_point(repo: Path) -> None:
     start = run_hook(repo, "claude", claude(repo, "SessionStart", source="startup"))
     ctx = start.json()["hookSpecificOutput"]
@@ -371,6 +378,7 @@ def test_session_start_after_compact_reinjects_the_steps(repo: Path) -> None:
     assert "Most recent logged steps" in text and "Edit README" in text
 
 
+@pytest.mark.slow
 def test_pre_compact_blocks_with_an_open_intent_and_checkpoints_otherwise(repo: Path) -> None:
     edit = {"file_path": str(repo / "README"), "old_string": "hello", "new_string": "bye"}
     assert run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit", edit,
@@ -402,6 +410,7 @@ def interrupted_bash(repo: Path) -> dict[str, Any]:
     return intents(repo)[-1]
 
 
+@pytest.mark.slow
 def test_session_start_leaves_an_in_doubt_shell_step_open_and_compaction_waits(
         repo: Path) -> None:
     assert run_hook(repo, "claude", claude(repo, "SessionStart", source="startup")).code == 0
@@ -429,6 +438,7 @@ def test_session_start_leaves_an_in_doubt_shell_step_open_and_compaction_waits(
     assert len(by_type(repo, "checkpoint")) == 1
 
 
+@pytest.mark.slow
 def test_the_next_tool_call_settles_an_in_doubt_shell_step_keeping_its_changes(
         repo: Path) -> None:
     assert run_hook(repo, "claude", claude(repo, "SessionStart", source="startup")).code == 0
@@ -448,6 +458,7 @@ def test_the_next_tool_call_settles_an_in_doubt_shell_step_keeping_its_changes(
     assert (repo / "made.txt").exists() and not (repo / "README").exists()
 
 
+@pytest.mark.slow
 def test_auto_compaction_settles_an_open_intent_instead_of_failing(repo: Path) -> None:
     edit = {"file_path": str(repo / "README"), "old_string": "hello", "new_string": "bye"}
     assert run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit", edit,
@@ -460,6 +471,7 @@ def test_auto_compaction_settles_an_open_intent_instead_of_failing(repo: Path) -
     assert len(by_type(repo, "checkpoint")) == 1
 
 
+@pytest.mark.slow
 def test_sigkill_mid_append_then_recovery(repo: Path) -> None:
     edit = {"file_path": str(repo / "README"), "old_string": "hello", "new_string": "bye"}
     assert run_hook(repo, "claude", claude(repo, "SessionStart", source="startup")).code == 0
@@ -499,6 +511,7 @@ def test_garbage_input_blocks_a_pre_tool_use(repo: Path) -> None:
     assert proc.returncode == 2 and b"not JSON" in proc.stderr
 
 
+@pytest.mark.slow
 def test_recover_inside_the_agents_own_bash_call_refuses_to_decide_it(repo: Path) -> None:
     """`git wal recover` run through Claude Code's Bash tool (which exports
     CLAUDECODE=1): the open Bash intent is that very call, still running."""
@@ -522,6 +535,7 @@ def test_recover_inside_the_agents_own_bash_call_refuses_to_decide_it(repo: Path
     assert [i["status"] for i in intents(repo)] == ["committed"]
 
 
+@pytest.mark.slow
 def test_recover_from_a_terminal_or_another_agent_decides_the_open_bash_step(
         repo: Path) -> None:
     cmd = {"command": "true", "description": "nothing"}

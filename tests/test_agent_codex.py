@@ -101,6 +101,7 @@ def test_a_hunk_that_does_not_match_is_refused() -> None:
         apply_patch.post_images([op], {"f": None})
 
 
+@pytest.mark.slow
 def test_apply_patch_is_one_multi_target_intent(repo: Path) -> None:
     seed(repo)
     r = run_hook(repo, "codex", codex_tool(repo, "PreToolUse", "apply_patch", PATCH, "call_1"))
@@ -135,6 +136,7 @@ def test_a_patch_that_does_not_apply_logs_nothing(repo: Path) -> None:
     assert all(x["type"] != "intent" for x in wal_log(repo, RUN))
 
 
+@pytest.mark.slow
 def test_bash_and_session_start_and_blocking(repo: Path) -> None:
     r = run_hook(repo, "codex", codex(repo, "SessionStart", source="startup"))
     assert r.code == 0 and RUN in r.json()["hookSpecificOutput"]["additionalContext"]

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from .conftest import git, ok
 from .test_agent_payloads import SESSION, run_hook, wal_log
 
@@ -35,6 +37,7 @@ def intents(repo: Path) -> list[dict[str, Any]]:
     return [x for x in wal_log(repo, RUN) if x["type"] == "intent"]
 
 
+@pytest.mark.slow
 def test_replace_and_write_file_before_and_after(repo: Path) -> None:
     rep = {"file_path": str(repo / "README"), "old_string": "hello", "new_string": "bye"}
     assert run_hook(repo, "gemini", tool(repo, "BeforeTool", "replace", rep)).code == 0
@@ -59,6 +62,7 @@ def test_an_identical_later_call_gets_its_own_intent(repo: Path) -> None:
     assert [i["status"] for i in intents(repo)] == ["committed", "committed"]
 
 
+@pytest.mark.slow
 def test_a_failed_tool_aborts_and_a_shell_call_commits(repo: Path) -> None:
     rep = {"file_path": str(repo / "README"), "old_string": "hello", "new_string": "bye"}
     assert run_hook(repo, "gemini", tool(repo, "BeforeTool", "replace", rep)).code == 0
@@ -72,6 +76,7 @@ def test_a_failed_tool_aborts_and_a_shell_call_commits(repo: Path) -> None:
                                                                   ("exec", "committed")]
 
 
+@pytest.mark.slow
 def test_pre_compress_is_advisory_and_checkpoints(repo: Path) -> None:
     rep = {"file_path": str(repo / "README"), "old_string": "hello", "new_string": "bye"}
     assert run_hook(repo, "gemini", tool(repo, "BeforeTool", "replace", rep)).code == 0

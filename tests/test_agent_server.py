@@ -22,17 +22,18 @@ from typing import Any
 
 import pytest
 
-from .conftest import GIT_WAL, ok, wal
+from .conftest import GIT_WAL, ok, wait_exit, wal
 from .test_agent_payloads import claude_run, claude_tool, wal_log
 
 RUN = claude_run()
 
 
 @pytest.fixture
-def rundir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    base = tmp_path / "xdg-run"
-    base.mkdir(mode=0o700)
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(base))
+def rundir() -> Iterator[Path]:
+    # The test's own XDG_RUNTIME_DIR (the `hermetic` fixture): private, empty, and
+    # short enough for a socket path (108 bytes) under any pytest base dir.
+    base = Path(os.environ["XDG_RUNTIME_DIR"])
+    assert not any(base.iterdir())
     yield base / "gitwal"
     # The servers this test started: stopped the documented way (none may linger).
     stop = subprocess.run([GIT_WAL, "agent-server", "--stop", "--all", "--json"],
@@ -89,6 +90,7 @@ def statuses(repo: Path) -> list[str]:
     return [r["status"] for r in wal_log(repo, RUN) if r["type"] == "intent"]
 
 
+@pytest.mark.slow
 def test_the_client_starts_a_private_server_and_logs_through_it(repo: Path,
                                                                 rundir: Path) -> None:
     cmd = command(repo)
@@ -104,11 +106,13 @@ def test_the_client_starts_a_private_server_and_logs_through_it(repo: Path,
     assert statuses(repo) == ["committed", "committed"]
 
 
+@pytest.mark.slow
 def test_a_killed_server_is_replaced_and_nothing_is_lost(repo: Path, rundir: Path) -> None:
     cmd = command(repo)
     edit_round(repo, cmd, "toolu_1", "hello", "bye")
-    os.kill(server_pid(rundir), signal.SIGKILL)
-    time.sleep(0.1)
+    pid = server_pid(rundir)
+    os.kill(pid, signal.SIGKILL)
+    wait_exit(pid)
     edit_round(repo, cmd, "toolu_2", "bye", "ciao")  # a stale socket is left behind
     assert statuses(repo) == ["committed", "committed"]
 
@@ -198,6 +202,7 @@ def test_gitwal_no_server_runs_in_process(repo: Path, rundir: Path,
     assert not rundir.exists() or not list(rundir.glob("*.sock"))
 
 
+@pytest.mark.slow
 def test_the_server_checks_the_whole_tree_after_a_call(repo: Path, rundir: Path) -> None:
     cmd = command(repo)
     edit_round(repo, cmd, "toolu_1", "hello", "bye")
@@ -208,14 +213,16 @@ def test_the_server_checks_the_whole_tree_after_a_call(repo: Path, rundir: Path)
     (repo / "README").write_text("ciao\n")
     post = hook(repo, cmd, claude_tool(repo, "PostToolUse", "Edit", edit, "toolu_2"))
     assert post.returncode == 0
+    # The check runs after the answer, in the server: poll the log for its record.
     deadline = time.monotonic() + 20
-    found: list[dict[str, Any]] = []
+    found = [r for r in wal_log(repo, RUN) if r["type"] == "unlogged"]
     while time.monotonic() < deadline and not found:
         time.sleep(0.2)
         found = [r for r in wal_log(repo, RUN) if r["type"] == "unlogged"]
     assert found and "stray.txt" in found[0]["paths"]
 
 
+@pytest.mark.slow
 def test_agent_server_stop_stops_the_repositorys_server(repo: Path, rundir: Path) -> None:
     cmd = command(repo)
     edit_round(repo, cmd, "toolu_1", "hello", "bye")
@@ -242,12 +249,11 @@ def test_agent_server_stop_outside_a_repository_is_a_usage_error(tmp_path: Path,
     assert proc.returncode == 2 and "--all goes with --stop" in proc.stderr
 
 
+@pytest.mark.slow
 def test_server_idle_time_comes_from_git_config(repo: Path, rundir: Path) -> None:
     subprocess.run(["git", "config", "wal.agent.serverIdle", "0.5"], cwd=repo, check=True)
     cmd = command(repo)
     edit_round(repo, cmd, "toolu_1", "hello", "bye")
     [lock] = list(rundir.glob("*.lock"))
-    deadline = time.monotonic() + 60  # it retires on its own, long before this
-    while not lock_is_free(lock) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_exit(server_pid(rundir), 60)  # it retires on its own, long before this
     assert lock_is_free(lock) and list(rundir.glob("*.sock")) == []

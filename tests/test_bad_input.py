@@ -138,6 +138,7 @@ PATH_CASES: dict[str, tuple[str, str, str]] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(PATH_CASES))
 def test_refused_paths(started: Path, tmp_path: Path, case: str) -> None:
     repo = started
@@ -278,6 +279,7 @@ def assert_log_refused(repo: Path, commands: Sequence[Sequence[str]], *needles: 
     assert all(n in line for n in needles), line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("garbage", [
     b"\x00garbage{", b"", b"[1, 2, 3]", b'{"v": 1, "type": "intent"}',
     b'{"v": 1, "type": ["intent"]}',
@@ -308,6 +310,7 @@ def test_open_intent_without_post_image(started: Path) -> None:
     assert_log_refused(started, [["recover"]], "post")
 
 
+@pytest.mark.slow
 def test_ref_points_at_a_blob(started: Path) -> None:
     blob = git(started, "hash-object", "-w", "--stdin", input=b"not a commit\n").strip()
     git(started, "update-ref", REF, blob)
@@ -373,6 +376,7 @@ def test_stale_ref_lock_then_recover(started: Path) -> None:
     assert rows[3]["status"] == "committed"
 
 
+@pytest.mark.slow
 def test_concurrent_appends_to_one_run(started: Path) -> None:
     per_file = 10
     files = ["left.txt", "right.txt"]
@@ -431,6 +435,7 @@ def test_usage_errors_exit_2(started: Path, args: list[str]) -> None:
     assert state(started, [started / "notes.txt"]) == before
 
 
+@pytest.mark.slow
 def test_usage_errors_use_error_and_hint_lines(repo: Path) -> None:
     """The CLI's promise (gitwal/cli/__init__.py): errors become `error:` / `hint:`."""
     bad = {}

@@ -24,6 +24,7 @@ def rows(repo: Path, *extra: str) -> list[dict[str, object]]:
     return [json.loads(x) for x in ok(repo, "log", "--json", *extra).splitlines()]
 
 
+@pytest.mark.slow
 def test_checkpoint_commits_on_the_branch_with_trailers(repo: Path) -> None:
     run = begin_with_steps(repo)
     out = json.loads(ok(repo, "checkpoint", "-m", "three files", "--json"))
@@ -37,6 +38,7 @@ def test_checkpoint_commits_on_the_branch_with_trailers(repo: Path) -> None:
     assert last["tree"] == git(repo, "rev-parse", "HEAD^{tree}").strip()
 
 
+@pytest.mark.slow
 def test_detached_checkpoint_leaves_branch_index_and_tree_alone(repo: Path) -> None:
     run = begin_with_steps(repo)
     head = git(repo, "rev-parse", "HEAD")
@@ -50,6 +52,7 @@ def test_detached_checkpoint_leaves_branch_index_and_tree_alone(repo: Path) -> N
     assert (repo / ".git" / "index").read_bytes() == index
 
 
+@pytest.mark.slow
 def test_checkpoint_refusals_leave_no_commit_and_no_record(repo: Path) -> None:
     begin_with_steps(repo, 1)
     head = git(repo, "rev-parse", "HEAD")
@@ -115,6 +118,7 @@ def test_recover_and_status_read_only_after_the_checkpoint(repo: Path) -> None:
     assert "Checkpoint: LSN 8" in report["prompt"]
 
 
+@pytest.mark.slow
 def test_compact_needs_a_checkpoint_then_archives_history(repo: Path) -> None:
     run = begin_with_steps(repo, 2)
     refused = wal(repo, "compact")
@@ -132,6 +136,7 @@ def test_compact_needs_a_checkpoint_then_archives_history(repo: Path) -> None:
     git(repo, "fsck", "--strict")
 
 
+@pytest.mark.slow
 def test_compact_drop_keeps_no_archive(repo: Path) -> None:
     run = begin_with_steps(repo, 1)
     ok(repo, "checkpoint")
@@ -140,6 +145,7 @@ def test_compact_drop_keeps_no_archive(repo: Path) -> None:
     assert rows(repo)[0]["type"] == "checkpoint"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", ["compact-after-rewrite", "compact-after-archive"])
 def test_compact_killed_at_each_step_loses_nothing(repo: Path, point: str) -> None:
     run = begin_with_steps(repo, 2)
@@ -156,6 +162,7 @@ def test_compact_killed_at_each_step_loses_nothing(repo: Path, point: str) -> No
     assert archives.split() == [f"refs/wal-archive/{run}/1"]
 
 
+@pytest.mark.slow
 def test_gate_outcomes(repo: Path) -> None:
     assert wal(repo, "gate").returncode == 0  # no run at all
     ok(repo, "begin")
@@ -178,6 +185,7 @@ def test_gate_outcomes(repo: Path) -> None:
     assert json.loads(ok(repo, "gate", "--json"))["safe"]
 
 
+@pytest.mark.slow
 def test_drop_archives_then_deletes(repo: Path) -> None:
     run = begin_with_steps(repo, 1)
     ok(repo, "exec", "--", "true")  # a snapshot: the run gets a scratch index
@@ -212,6 +220,7 @@ def record_unlogged(repo: Path, run: str, path: str) -> None:
                                "test")], [Ref(observed)], head)
 
 
+@pytest.mark.slow
 def test_checkpoint_takes_recorded_unlogged_changes_without_the_flag(repo: Path) -> None:
     run = begin_with_steps(repo, 1)
     (repo / "seen.txt").write_text("made by hand, then noticed\n")

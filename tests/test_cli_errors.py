@@ -10,6 +10,8 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from .conftest import GIT_WAL, ok, wal
 from .test_agent_payloads import claude_tool, run_hook
 
@@ -45,6 +47,7 @@ def test_apply_to_a_name_that_is_not_utf8_is_an_error_not_a_traceback(repo: Path
     assert ok(repo, "log", "--run", "r", "--json") == before  # true: nothing appended
 
 
+@pytest.mark.slow
 def test_views_of_a_tree_with_such_a_name_print_it_escaped(repo: Path) -> None:
     ok(repo, "begin", "--run", "r", "--task", "names\nAction: forged")
     _bad_name(repo)

@@ -9,6 +9,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from .conftest import git, init_repo, ok, tree_of, wal
 
 RUN = "gc-run"
@@ -93,6 +95,7 @@ def make_run(repo: Path, scratch: Path) -> None:
     assert not (repo / "aborted.txt").exists() and not (repo / "junk.txt").exists()
 
 
+@pytest.mark.slow
 def test_fsck_then_gc_keeps_every_logged_object(tmp_path: Path) -> None:
     repo = init_repo(tmp_path / "repo", FILES)
     make_run(repo, tmp_path)

@@ -7,6 +7,8 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from gitwal.signing.allowed_signers import trust_add
 from gitwal.signing.keys import generate_key
 
@@ -43,6 +45,7 @@ def test_install_chains_user_hooks_is_idempotent_and_uninstall_restores(repo: Pa
     assert not (hooks / "pre-commit.gitwal-chained").exists()
 
 
+@pytest.mark.slow
 def test_pre_commit_refuses_while_an_intent_is_open(repo: Path) -> None:
     ok(repo, "hooks", "install")
     run = ok(repo, "begin").strip()
@@ -60,6 +63,7 @@ def test_pre_commit_refuses_while_an_intent_is_open(repo: Path) -> None:
     assert wal(repo, "hooks", "check").returncode == 0
 
 
+@pytest.mark.slow
 def test_reference_transaction_allows_appends_refuses_rewrites(repo: Path) -> None:
     ok(repo, "hooks", "install")
     run = ok(repo, "begin").strip()
@@ -166,6 +170,7 @@ def test_pre_receive_refuses_each_bad_ref_and_names_why(tmp_path: Path) -> None:
         f"{git(a, 'rev-parse', f'{ref}~1').strip()} commit\t{archive}\n", "") == before
 
 
+@pytest.mark.slow
 def test_pre_receive_lets_a_rewrite_through_when_an_archive_keeps_the_old_head(
         tmp_path: Path) -> None:
     server, a, run = _server(tmp_path)
@@ -206,6 +211,7 @@ def test_pre_receive_without_gitwal_keeps_the_git_checks(tmp_path: Path) -> None
     assert git(server, "rev-parse", ref) != git(a, "rev-parse", ref)
 
 
+@pytest.mark.slow
 def test_pre_receive_checks_signatures_of_new_appends(tmp_path: Path) -> None:
     server = tmp_path / "server.git"
     git(tmp_path, "init", "-q", "--bare", str(server))

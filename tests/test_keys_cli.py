@@ -104,6 +104,7 @@ def test_keygen_configure_needs_a_repository(tmp_path: Path) -> None:
     assert ok(outside, "keygen").startswith("ssh-ed25519 ")  # without --configure: fine
 
 
+@pytest.mark.slow
 def test_trust_add_reads_a_line_a_file_or_stdin_and_is_idempotent(repo: Path,
                                                                    tmp_path: Path) -> None:
     pub = ok(repo, "keygen", "--path", str(tmp_path / "k1")).strip()
@@ -142,6 +143,7 @@ def test_trust_follows_git_config_and_file_option(repo: Path, tmp_path: Path) ->
     assert not (config_dir() / "allowed_signers").exists()
 
 
+@pytest.mark.slow
 def test_trust_refuses_malformed_keys_and_private_keys(repo: Path, tmp_path: Path) -> None:
     ok(repo, "keygen", "--path", str(tmp_path / "k"))
     allowed = tmp_path / "allowed"

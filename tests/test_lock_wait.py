@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from .conftest import GIT_WAL, git, ok, wal
 
 EXIT_LOCK_TIMEOUT = 4
@@ -62,6 +64,7 @@ def test_a_waiting_writer_names_the_holder(repo: Path, tmp_path: Path) -> None:
     assert (repo / "f.txt").read_text() == "second\n"
 
 
+@pytest.mark.slow
 def test_wait_timeout_ends_the_wait(repo: Path, tmp_path: Path) -> None:
     ok(repo, "begin", "--run", "r")
     with held(repo, tmp_path) as holder:

@@ -140,6 +140,7 @@ def verify_fails(repo: Path, lsn: int, why: str) -> None:
     assert any(f.get("lsn") == lsn and why in f["reason"] for f in failures), failures
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES)
 def test_a_forged_record_is_refused_by_every_reader(victim: Path, case: str) -> None:
     record = forged_cases(victim)[case]
@@ -296,6 +297,7 @@ def test_a_closing_of_no_open_intent_is_refused(victim: Path, closes: int, kind:
 # -- end to end: a pushed run, a forged append, fetch, resume ----------------------
 
 
+@pytest.mark.slow
 def test_a_fetched_forged_intent_never_runs_on_resume(tmp_path: Path) -> None:
     server = tmp_path / "server.git"
     git(tmp_path, "init", "-q", "--bare", "-b", "main", str(server))

@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -28,7 +27,7 @@ from gitwal.mcp.config import (
     remove_from_mcp_json,
 )
 
-from .conftest import GIT_WAL, git, ok, tree_of, wal
+from .conftest import GIT_WAL, git, ok, tree_of, wait_exit, wal
 
 Body = Callable[[ClientSession], Awaitable[None]]
 
@@ -134,6 +133,7 @@ def test_lists_the_tools_with_descriptions_and_schemas(repo: Path) -> None:
 # -- the change tools ----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_every_file_tool_commits_and_is_logged(repo: Path) -> None:
     (repo / "src").mkdir()
     (repo / "src" / "a.ts").write_text("const getUserById = 1;\ngetUserById(getUserByIdx);\n")
@@ -306,6 +306,7 @@ def test_first_change_begins_a_run_with_the_server_task(repo: Path) -> None:
     assert run["task"] == "tidy the repo" and run["current"] and run["records"] == 5
 
 
+@pytest.mark.slow
 def test_run_option_pins_the_run_and_begin_switches_it(repo: Path) -> None:
     ok(repo, "begin", "--run", "pinned", "--task", "one")
     ok(repo, "begin", "--run", "other", "--task", "two")  # now the current run
@@ -358,25 +359,43 @@ def test_paths_are_relative_to_the_top_of_the_tree(repo: Path, tmp_path: Path) -
 
 
 def test_calls_run_one_step_at_a_time(repo: Path, tmp_path: Path) -> None:
-    trace = tmp_path / "trace"
+    trace, ready = tmp_path / "trace", tmp_path / "ready"
+    gates = {name: tmp_path / f"gate-{name}" for name in ("a", "b")}
+    for fifo in (ready, *gates.values()):
+        os.mkfifo(fifo)
     ok(repo, "begin", "--run", "r", "--task", "serial")
+
+    def started() -> str:  # blocks until a command says on `ready` that it runs
+        return ready.read_text().strip()
+
+    def release(name: str) -> None:  # blocks until that command waits at its gate
+        gates[name].write_text("go\n")
 
     async def body(s: ClientSession) -> None:
         results: list[CallToolResult] = []
 
         async def one(name: str) -> None:
-            script = (f"echo start {name} >> {trace}; sleep 0.3; echo out {name}; "
-                      f"echo end {name} >> {trace}")
+            # The command runs until the test opens its gate.
+            script = (f"echo start {name} >> {trace}; echo {name} > {ready}; "
+                      f"read _ < {gates[name]}; echo out {name}; echo end {name} >> {trace}")
             res = await s.call_tool("exec", {"argv": ["sh", "-c", script]})
             assert not res.is_error, text(res)
             # Each call returns its own command's output, and only that.
             assert data(res)["output"] == f"out {name}\n"
             results.append(res)
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(one, "a")
-            tg.start_soon(one, "b")
-        assert len(results) == 2
+        with anyio.fail_after(120):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(one, "a")
+                tg.start_soon(one, "b")
+                first = await anyio.to_thread.run_sync(started, abandon_on_cancel=True)
+                # A ping sent after both calls is answered once the server has read them.
+                await s.send_ping()
+                assert trace.read_text().splitlines() == [f"start {first}"]
+                await anyio.to_thread.run_sync(release, first, abandon_on_cancel=True)
+                second = await anyio.to_thread.run_sync(started, abandon_on_cancel=True)
+                await anyio.to_thread.run_sync(release, second, abandon_on_cancel=True)
+        assert len(results) == 2 and {first, second} == {"a", "b"}
     talk(repo, body)
     lines = trace.read_text().splitlines()
     first = lines[0].split()[1]
@@ -410,6 +429,7 @@ def test_checkpoint_and_status_tools(repo: Path) -> None:
     assert [r["type"] for r in rows][-2:] == ["checkpoint", "checkpoint"]
 
 
+@pytest.mark.slow
 def test_server_killed_mid_write_then_the_recover_tool(repo: Path) -> None:
     (repo / "f.txt").write_text("alpha beta\n" * 2000)
     ok(repo, "begin", "--run", "r", "--task", "crash")
@@ -439,12 +459,14 @@ def test_server_killed_mid_write_then_the_recover_tool(repo: Path) -> None:
     assert rows[3]["recovered"] is True
 
 
+@pytest.mark.slow
 def test_sigkill_mid_exec_then_recover_decides(repo: Path, tmp_path: Path) -> None:
     ok(repo, "begin", "--run", "r", "--task", "long command")
-    server_pid, cmd_pid = tmp_path / "server.pid", tmp_path / "cmd.pid"
-    script = (f"echo $PPID > {server_pid}.tmp; mv {server_pid}.tmp {server_pid}; "
-              f"echo half > half.txt; echo $$ > {cmd_pid}.tmp; mv {cmd_pid}.tmp {cmd_pid}; "
-              "exec sleep 600")
+    ready, hold = tmp_path / "ready", tmp_path / "hold"
+    os.mkfifo(ready)
+    os.mkfifo(hold)  # never opened for writing: the command runs until it is killed
+    script = f"echo half > half.txt; echo $PPID $$ > {ready}; exec cat {hold}"
+    pids: list[int] = []
 
     async def body(s: ClientSession) -> None:
         failed: list[str] = []
@@ -454,27 +476,24 @@ def test_sigkill_mid_exec_then_recover_decides(repo: Path, tmp_path: Path) -> No
                 await s.call_tool("exec", {"argv": ["sh", "-c", script]})
             failed.append("connection closed")
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(call)
-            with anyio.fail_after(60):
-                while not cmd_pid.exists():
-                    await anyio.sleep(0.02)
-            os.kill(int(server_pid.read_text()), signal.SIGKILL)
+        with anyio.fail_after(120):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call)
+                said = await anyio.to_thread.run_sync(ready.read_text, abandon_on_cancel=True)
+                pids.extend(int(p) for p in said.split())
+                os.kill(pids[0], signal.SIGKILL)  # the server, mid-command
         assert failed == ["connection closed"]
     try:
         talk(repo, body)
         busy = wal(repo, "recover")
         assert busy.returncode == 1 and "still running" in busy.stderr, busy.stderr
     finally:
-        if cmd_pid.exists():
-            os.kill(int(cmd_pid.read_text()), signal.SIGKILL)
+        if pids:
+            os.kill(pids[1], signal.SIGKILL)
+            wait_exit(pids[1])  # its lock goes with it
     assert by_lsn(repo)[2]["status"] == "open"
 
-    deadline = time.monotonic() + 60
-    while (doubt := wal(repo, "recover", "--json")).returncode == 1:
-        assert "still running" in doubt.stderr, doubt.stderr
-        assert time.monotonic() < deadline, "the killed command never released its lock"
-        time.sleep(0.05)
+    doubt = wal(repo, "recover", "--json")
     assert doubt.returncode == 3, doubt.stderr
     [item] = json.loads(doubt.stdout)["intents"]
     assert item["outcome"] == "in-doubt" and item["changed"] == ["half.txt"]
@@ -531,7 +550,7 @@ def test_merge_and_remove_keep_foreign_servers(tmp_path: Path) -> None:
     assert remove_from_mcp_json(path) and not path.exists()  # only gitwal's: deleted
     assert not remove_from_mcp_json(path)
 
-    theirs = {"$schema": "x", "mcpServers": {
+    theirs: dict[str, Any] = {"$schema": "x", "mcpServers": {
         "db": {"command": "db-mcp", "args": ["--ro"], "env": {"TOKEN": "t"}},
         "gitwal": {"command": "old-git-wal", "env": {"GITWAL_X": "1"}},
         "web": {"type": "http", "url": "http://127.0.0.1:9/mcp"}}}
@@ -572,6 +591,7 @@ def test_merge_refuses_a_file_it_cannot_edit(tmp_path: Path, content: str) -> No
     assert path.read_text() == content
 
 
+@pytest.mark.slow
 def test_mcp_config_command(repo: Path) -> None:
     assert json.loads(ok(repo, "mcp-config")) == {"mcpServers": {"gitwal": mcp_server_entry()}}
     (repo / "sub").mkdir()

@@ -10,6 +10,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from .conftest import git, init_repo, loose_object, ok, wal
 from .test_agent_claude import RUN as CLAUDE_RUN
 from .test_agent_payloads import claude, claude_tool, run_hook
@@ -42,6 +44,7 @@ def torn_big_file(repo: Path) -> None:
     assert (repo / "big.txt").read_bytes() == b"y" * 2000  # a prefix of the post-image
 
 
+@pytest.mark.slow
 def test_a_persons_edit_after_a_crash_is_in_doubt_and_survives(repo: Path) -> None:
     ok(repo, "begin", "--task", "t")
     crash(repo, "after-intent", "apply", "replace-text", "README", "--old", "hello",
@@ -99,6 +102,7 @@ def test_a_file_deleted_on_purpose_is_not_resurrected(repo: Path) -> None:
     assert not (repo / "README").exists()
 
 
+@pytest.mark.slow
 def test_reset_hard_after_a_crash_keeps_the_discarded_work_discarded(repo: Path) -> None:
     ok(repo, "begin")
     ok(repo, "apply", "ensure-line", "README", "step one")
@@ -109,6 +113,7 @@ def test_reset_hard_after_a_crash_keeps_the_discarded_work_discarded(repo: Path)
     assert (repo / "README").read_text() == "hello\n"  # step one did not come back
 
 
+@pytest.mark.slow
 def test_a_torn_write_is_gitwals_own_and_is_restored(repo: Path) -> None:
     torn_big_file(repo)
     assert (repo / "big.txt").read_bytes() == b"y" * 2000  # a prefix of the post-image
@@ -172,6 +177,7 @@ def test_another_runs_committed_change_is_not_rolled_back(tmp_path: Path) -> Non
     assert (repo / "shared.txt").read_text() == "from run b\n"
 
 
+@pytest.mark.slow
 def test_an_exec_that_only_touched_ignored_files_is_in_doubt_not_redone(repo: Path) -> None:
     (repo / ".gitignore").write_text("build/\n")
     git(repo, "add", "-A")
@@ -219,6 +225,7 @@ def test_claude_session_start_keeps_a_persons_edit(repo: Path) -> None:
     assert status["open"], status  # left for a decision, not "restored"
 
 
+@pytest.mark.slow
 def test_watch_makes_an_ignored_change_visible(repo: Path) -> None:
     (repo / ".gitignore").write_text("build/\n")
     git(repo, "add", "-A")
@@ -249,6 +256,7 @@ def test_watch_makes_an_ignored_change_visible(repo: Path) -> None:
     assert git(repo, "ls-tree", "-r", "--name-only", last["post"][0]).count("build/") == 0
 
 
+@pytest.mark.slow
 def test_images_of_an_intent_not_written_here_are_never_written(repo: Path) -> None:
     """A log this clone did not write (fetched, forged, or from before its secret)
     is decided by hash only: recovery writes none of its images into the tree."""
@@ -268,6 +276,7 @@ def test_images_of_an_intent_not_written_here_are_never_written(repo: Path) -> N
     assert (repo / "README").read_text() == "hello\n"  # not redone from its image
 
 
+@pytest.mark.slow
 def test_the_prompt_names_saved_bytes_and_does_not_redo_a_superseded_step(
         tmp_path: Path) -> None:
     repo = init_repo(tmp_path / "r", {"shared.txt": "base\n", "mine.txt": "m\n"})
@@ -297,6 +306,7 @@ def test_a_missing_exec_pre_tree_is_reported_by_recover_and_prompt(repo: Path) -
         assert "is missing" in p.stderr and "git wal repair" in p.stderr
 
 
+@pytest.mark.slow
 def test_a_later_prompt_still_says_to_run_a_restored_step_again(repo: Path) -> None:
     ok(repo, "begin")
     crash(repo, "after-exec", "exec", "--", "sh", "-c", "echo built > out.txt")

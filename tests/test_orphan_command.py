@@ -15,6 +15,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from .conftest import GIT_WAL, ok, wal
 
 # Each `cat` blocks until the test opens the FIFO for writing and closes it.
@@ -37,6 +39,7 @@ def _still_running(repo: Path) -> None:
     assert rows[-1]["type"] == "intent" and rows[-1]["status"] == "open"  # nothing decided
 
 
+@pytest.mark.slow
 def test_recover_waits_for_an_orphaned_command(repo: Path, tmp_path: Path) -> None:
     gates = {name: tmp_path / name for name in ("READY", "GATE1", "GATE2")}  # outside the tree
     for gate in gates.values():

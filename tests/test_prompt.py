@@ -6,9 +6,12 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gitwal.ids import Lsn, RunId
-from gitwal.prompt import redo_command, render
+from gitwal.prompt import render
 from gitwal.records import Intent, Plan
+from gitwal.redo import redo_command
 from gitwal.report import Outcome, Report
 
 from .conftest import ok, wal
@@ -177,6 +180,7 @@ def test_after_restore_an_exec_step_is_to_be_run_again() -> None:
         "command again with your Bash tool if it is still needed; then continue the task.")
 
 
+@pytest.mark.slow
 def test_through_the_cli_a_hostile_name_in_the_tree_and_an_open_intent(repo: Path) -> None:
     ok(repo, "begin", "--run", "r", "--task", "hostile names")
     (repo / EVIL).write_text("in the tree\n")

@@ -114,6 +114,7 @@ def _run_with_step(repo: Path, text: str) -> str:
     return run
 
 
+@pytest.mark.slow
 def test_two_clones_push_their_runs_and_fetch_brings_both(tmp_path: Path,
                                                          server_url: str) -> None:
     a = _clone(tmp_path, server_url, "a")
@@ -141,6 +142,7 @@ def test_two_clones_push_their_runs_and_fetch_brings_both(tmp_path: Path,
     assert "verified 2 run(s): all ok" in verified.stdout
 
 
+@pytest.mark.slow
 def test_push_picks_the_current_run_or_all_and_the_upstream_remote(tmp_path: Path) -> None:
     origin = _bare(tmp_path, "origin.git")
     backup = _bare(tmp_path, "backup.git")
@@ -169,6 +171,7 @@ def test_push_picks_the_current_run_or_all_and_the_upstream_remote(tmp_path: Pat
     assert unknown.returncode == 1 and "no run no-such-run" in unknown.stderr
 
 
+@pytest.mark.slow
 def test_fetch_run_brings_that_run_alone(tmp_path: Path) -> None:
     url = _bare(tmp_path, "plain.git").as_uri()
     a = _clone(tmp_path, url, "a")
@@ -211,6 +214,7 @@ def test_fetch_run_of_a_run_the_remote_lacks_is_an_error(tmp_path: Path) -> None
     assert git(a, "rev-parse", f"refs/wal/{run}") == head  # nothing changed
 
 
+@pytest.mark.slow
 def test_a_diverged_log_is_refused_on_push_and_reported_on_fetch(tmp_path: Path,
                                                                 server_url: str) -> None:
     a = _clone(tmp_path, server_url, "a")
@@ -289,6 +293,7 @@ def test_the_guarded_server_refuses_a_forced_push_and_a_deletion(tmp_path: Path,
     assert wal(server, "verify", "--all").returncode == 0
 
 
+@pytest.mark.slow
 def test_a_compacted_run_travels_with_its_archive(tmp_path: Path, server_url: str) -> None:
     a = _clone(tmp_path, server_url, "a")
     b = _clone(tmp_path, server_url, "b")
@@ -314,6 +319,7 @@ def test_a_compacted_run_travels_with_its_archive(tmp_path: Path, server_url: st
     assert ok(b, "log", "--all", "--run", run) == ok(a, "log", "--all", "--run", run)
 
 
+@pytest.mark.slow
 def test_remote_setup_makes_plain_push_and_fetch_carry_logs(tmp_path: Path,
                                                            server_url: str) -> None:
     a = _clone(tmp_path, server_url, "a")

@@ -8,6 +8,8 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from .conftest import git, loose_object, ok, wal
 
 
@@ -28,6 +30,7 @@ def _two_runs(repo: Path) -> str:
     return git(repo, "rev-parse", "refs/wal/x").strip()
 
 
+@pytest.mark.slow
 def test_a_damaged_log_is_reported_and_repaired(repo: Path) -> None:
     head = _two_runs(repo)
     blob = git(repo, "rev-parse", "refs/wal/x:000000000005.json").strip()
@@ -78,6 +81,7 @@ def test_a_damaged_log_is_reported_and_repaired(repo: Path) -> None:
     assert again.returncode == 1 and "is not damaged" in again.stderr
 
 
+@pytest.mark.slow
 def test_a_log_whose_head_commit_is_gone_is_refused_cleanly(repo: Path) -> None:
     head = _two_runs(repo)
     loose_object(repo, head).unlink()
@@ -89,6 +93,7 @@ def test_a_log_whose_head_commit_is_gone_is_refused_cleanly(repo: Path) -> None:
     assert git(repo, "rev-parse", "refs/wal/x").strip() == head  # nothing moved
 
 
+@pytest.mark.slow
 def test_a_missing_named_object_is_damage_too(repo: Path) -> None:
     _two_runs(repo)
     killed = wal(repo, "apply", "--run", "x", "write-file", "z.txt", input=b"z\n",

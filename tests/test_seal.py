@@ -42,6 +42,7 @@ def records(repo: Path) -> list[dict[str, object]]:
     return [json.loads(x) for x in ok(repo, "log", "--run", RUN, "--json").splitlines()]
 
 
+@pytest.mark.slow
 @needs_ssh_keygen
 def test_seal_appends_a_signed_final_record(repo: Path, tmp_path: Path) -> None:
     allowed = signing(repo, tmp_path)
@@ -75,6 +76,7 @@ def test_seal_needs_a_signing_key(repo: Path) -> None:
     assert head(repo) == before
 
 
+@pytest.mark.slow
 @needs_ssh_keygen
 def test_seal_refuses_an_open_intent(repo: Path, tmp_path: Path) -> None:
     signing(repo, tmp_path)
@@ -94,6 +96,7 @@ def test_seal_refuses_an_open_intent(repo: Path, tmp_path: Path) -> None:
     assert json.loads(ok(repo, "seal", "--json"))["lsn"] == 4
 
 
+@pytest.mark.slow
 @needs_ssh_keygen
 def test_seal_refuses_a_tree_the_log_does_not_explain(repo: Path, tmp_path: Path) -> None:
     signing(repo, tmp_path)
@@ -124,6 +127,7 @@ def test_seal_refuses_a_tree_the_log_does_not_explain(repo: Path, tmp_path: Path
     assert json.loads(ok(repo, "seal", "--json"))["lsn"] == 5
 
 
+@pytest.mark.slow
 @needs_ssh_keygen
 def test_nothing_is_appended_after_a_seal(repo: Path, tmp_path: Path) -> None:
     signing(repo, tmp_path)
@@ -179,6 +183,7 @@ def test_nothing_is_appended_after_a_seal(repo: Path, tmp_path: Path) -> None:
     assert git(repo, "rev-parse", f"refs/wal-archive/{RUN}/1").strip() == sealed
 
 
+@pytest.mark.slow
 @needs_ssh_keygen
 def test_seal_after_compaction_starts_from_the_checkpoint(repo: Path, tmp_path: Path) -> None:
     signing(repo, tmp_path)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from .conftest import git, init_repo, ok, wal
 from .test_agent_claude import by_type, pre_post
 from .test_agent_payloads import claude_tool, run_hook
@@ -71,6 +73,7 @@ def test_a_repositorys_gitignore_cannot_re_include_a_secret(tmp_path: Path) -> N
         assert ".gitignore" in _names(repo, tree)
 
 
+@pytest.mark.slow
 def test_the_defaults_can_be_turned_off_and_a_pattern_negated(tmp_path: Path) -> None:
     repo = _repo(tmp_path)
     git(repo, "config", "--add", "wal.secretPattern", "!server.pem")
@@ -102,6 +105,7 @@ def test_unlogged_records_leave_untracked_secrets_out(tmp_path: Path) -> None:
     assert not _has_object(repo, SECRET + "changed\n") and not _has_object(repo, SECRET)
 
 
+@pytest.mark.slow
 def test_push_refuses_a_log_that_holds_an_untracked_secret(tmp_path: Path) -> None:
     server = _bare(tmp_path, "origin.git")
     repo = _repo(tmp_path)

@@ -32,6 +32,7 @@ def test_every_append_is_signed_and_git_verifies_it(repo: Path, tmp_path: Path) 
     ok(repo, "recover")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="ssh-keygen not installed")
 def test_compaction_keeps_the_chain_signed(repo: Path, tmp_path: Path) -> None:
     key = tmp_path / "keys" / "signing_key"

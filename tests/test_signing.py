@@ -596,10 +596,10 @@ def test_commit_signature_checks_fail_precisely(tmp_path: Path, key: SigningKey,
     # a commit whose content already carries a signature cannot be signed again
     with pytest.raises(SigningError, match="carries a signature header already"):
         signing.sign_commit_buffer(key, raw)
+    me = pygit2.Signature("Test", "test@example.com")  # the home has no user.name
     with pytest.raises(SigningError, match="must be UTF-8"):
         signing.create_signed_commit(pyrepo, key, pyrepo.head.peel(pygit2.Commit).tree_id, [],
-                                     pyrepo.default_signature, pyrepo.default_signature,
-                                     b"\xff\n")
+                                     me, me, b"\xff\n")
 
     if SSH_KEYGEN is not None:  # git agrees on both failures
         proc = git_ssh(repo, allowed, "verify-commit", str(forged))

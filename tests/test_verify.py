@@ -17,7 +17,6 @@ import pty
 import re
 import shutil
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -26,9 +25,12 @@ from typing import Any
 
 import pytest
 
-from .conftest import GIT_WAL, git, init_repo, ok, wal
+from .conftest import GIT_WAL, git, init_repo, ok, sealed, wal
 
 A, B = "run-a", "run-b"
+# One test process builds the module's `template` for all (`--dist loadgroup`).
+pytestmark = pytest.mark.xdist_group("verify")
+
 FILES = {
     "a.ts": "export function getUserById(id: string) {\n  return id;\n}\n",
     "b.js": "const x = $el + _tmp;\n",
@@ -42,18 +44,9 @@ FILES = {
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The two runs, built once (the autouse `hermetic` fixture is per test, so the
-    same sealed environment is set up here by hand)."""
+    same sealed environment is entered here too)."""
     home = tmp_path_factory.mktemp("verify-home")
-    with pytest.MonkeyPatch.context() as mp:
-        for key in list(os.environ):
-            if key.startswith(("GIT_", "GITWAL_")):
-                mp.delenv(key)
-        for key, value in {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
-                           "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "Test",
-                           "GIT_AUTHOR_EMAIL": "test@example.com", "GIT_COMMITTER_NAME": "Test",
-                           "GIT_COMMITTER_EMAIL": "test@example.com"}.items():
-            mp.setenv(key, value)
-        mp.setenv("PATH", str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
+    with sealed(home, tmp_path_factory.mktemp("verify-run")):
         repo = init_repo(tmp_path_factory.mktemp("verify") / "repo", FILES)
         ok(repo, "begin", "--run", A, "--task", "every tool", "--step", "edit", "--step", "gen")
         ok(repo, "apply", "write-file", "new/a.txt", input=b"fresh\n")
@@ -103,6 +96,7 @@ def failures(report: dict[str, Any], run: str) -> list[tuple[str, int | None, st
 # -- the clean repository ----------------------------------------------------
 
 
+@pytest.mark.slow
 def test_clean_runs_pass_in_every_format_after_gc_and_in_a_mirror(
         repo: Path, tmp_path: Path) -> None:
     rows = [json.loads(x) for x in ok(repo, "log", "--all", "--json", "--run", A).splitlines()]

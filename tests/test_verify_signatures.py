@@ -10,11 +10,9 @@ key could; git itself (`git verify-commit`) confirms the signature verdicts.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -31,10 +29,14 @@ from gitwal.signing.appends import signature_problems
 from gitwal.signing.commits import create_signed_commit
 from gitwal.signing.keys import generate_key, load_key
 
-from .conftest import git, init_repo, ok, wal
+from .conftest import git, init_repo, ok, sealed, wal
 
-pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None,
-                                reason="ssh-keygen not installed (git verifies with it)")
+pytestmark = [
+    pytest.mark.skipif(shutil.which("ssh-keygen") is None,
+                       reason="ssh-keygen not installed (git verifies with it)"),
+    # One test process builds the module's `template` for all (`--dist loadgroup`).
+    pytest.mark.xdist_group("verify_signatures"),
+]
 
 SEALED, OPEN = "sealed", "open"
 RUN_ID = RunId(SEALED)
@@ -53,16 +55,7 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory, keys: Path) -> Iterator[Path]:
     home = tmp_path_factory.mktemp("sig-home")
-    with pytest.MonkeyPatch.context() as mp:
-        for key in list(os.environ):
-            if key.startswith(("GIT_", "GITWAL_")):
-                mp.delenv(key)
-        for key, value in {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
-                           "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "Test",
-                           "GIT_AUTHOR_EMAIL": "test@example.com", "GIT_COMMITTER_NAME": "Test",
-                           "GIT_COMMITTER_EMAIL": "test@example.com"}.items():
-            mp.setenv(key, value)
-        mp.setenv("PATH", str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
+    with sealed(home, tmp_path_factory.mktemp("sig-run")):
         repo = init_repo(tmp_path_factory.mktemp("sig") / "repo",
                          {"a.txt": "alpha\n", "notes.txt": "one\ntwo\n"})
         git(repo, "config", "wal.signingKey", str(keys / "trusted"))

@@ -40,6 +40,7 @@ def _refused_for(proc: subprocess.CompletedProcess[str], owner: Path) -> None:
     assert hint.startswith(f"hint: run the command there: cd {owner.resolve()} && git wal")
 
 
+@pytest.mark.slow
 def test_a_run_refuses_to_change_another_worktree(repo: Path, trees: tuple[Path, Path]) -> None:
     a, b = trees
     ok(a, "begin", "--run", "x", "--task", "in a")
@@ -94,6 +95,7 @@ def test_an_old_unbound_log_works_from_every_worktree(repo: Path,
     assert json.loads(ok(a, "status", "--run", "old", "--json"))["worktree"] is None
 
 
+@pytest.mark.slow
 def test_an_exec_in_one_worktree_holds_its_locks_for_all(
         repo: Path, trees: tuple[Path, Path], tmp_path: Path) -> None:
     a, b = trees
