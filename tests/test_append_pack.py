@@ -8,6 +8,8 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from gitwal.packwrite import (
     BLOB,
     KEEP_MESSAGE,
@@ -45,6 +47,7 @@ def test_an_append_is_one_kept_pack_git_reads(repo: Path) -> None:
     assert [r["type"] for r in rows] == ["plan", "intent", "commit"]
 
 
+@pytest.mark.slow
 def test_packs_are_merged_and_nothing_is_lost(repo: Path) -> None:
     ok(repo, "begin", "--run", "r")
     steps = MERGE_AT  # two appends each: the merge runs at least once
