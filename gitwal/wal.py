@@ -10,6 +10,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pygit2
 
@@ -25,6 +26,9 @@ from .run import Run
 from .signing.signer import configured_signer
 from .store import Store, list_runs, wal_dir
 from .worktree import Worktree
+
+if TYPE_CHECKING:
+    from .repair import RepairResult
 
 
 def new_run_id() -> RunId:
@@ -289,3 +293,12 @@ class Wal:
             assert own is not None
             wt = own.wt
         return Recovery(run.store, wt, False, False).run(dry_run=True)
+
+    def repair(self, run_id: str) -> RepairResult:
+        """Cut a damaged log back to its newest intact append (repair.py); it
+        changes the log only, so it works from any worktree."""
+        from .repair import repair
+
+        if not valid_run_id(run_id) or not (store := Store(self.repo, RunId(run_id))).exists():
+            raise UnknownRun(f"no run {run_id}", "list runs with `git wal runs`")
+        return repair(store)

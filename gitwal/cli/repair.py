@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import click
 
-from .. import repair as repairing
-from ..errors import UnknownRun
-from ..ids import RunId, valid_run_id
-from ..store import Store
 from ..wal import Wal
 from . import emit_json, handled
 from .options import JSON
@@ -19,10 +15,7 @@ from .options import JSON
 @handled
 def repair(run_id: str, as_json: bool) -> None:
     """Cut a damaged log (missing objects) back to its newest intact record."""
-    wal = Wal(".")
-    if not valid_run_id(run_id) or not (store := Store(wal.repo, RunId(run_id))).exists():
-        raise UnknownRun(f"no run {run_id}", "list runs with `git wal runs`")
-    r = repairing.repair(store)
+    r = Wal(".").repair(run_id)
     if as_json:
         emit_json(r.to_dict())
         return
