@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from .authorship import foreign_command, written_here
 from .chain import Chain
+from .codec import to_dict
 from .durable import crash_point
 from .effects import apply_post, missing_images, restore_pre, run_check
 from .errors import RunBusy, WalError
@@ -42,16 +43,7 @@ from .overwrite import (
     save,
     torn_prefix,
 )
-from .records import (
-    REPLAY_SAFE,
-    Abort,
-    Checkpoint,
-    Commit,
-    Intent,
-    Record,
-    agent_tag,
-    to_dict,
-)
+from .records import REPLAY_SAFE, Abort, Checkpoint, Commit, Intent, Record, agent_tag
 from .recovery_exec import ExecDecisions
 from .report import (
     APPLIED,

@@ -37,6 +37,7 @@ import pygit2
 
 from .authorship import attach
 from .chain import REF_PREFIX, Chain, common_dir
+from .codec import encode
 from .durable import crash_point, fsync_dir
 from .errors import CorruptLog, RunBusy, WalError
 from .ids import CommitId, Lsn, RunId
@@ -55,7 +56,7 @@ from .packwrite import (
     with_signature,
     write_kept_pack,
 )
-from .records import Intent, Record, Seal, encode, summary
+from .records import Intent, Record, Seal, summary
 
 if TYPE_CHECKING:
     from .signing.signer import Signer

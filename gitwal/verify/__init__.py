@@ -30,9 +30,10 @@ from typing import Any, Protocol
 
 import pygit2
 
+from ..codec import decode
 from ..errors import CorruptLog, WalError
 from ..ids import RunId
-from ..records import Checkpoint, Intent, Plan, decode
+from ..records import Checkpoint, Intent, Plan
 from ..runs import all_runs
 from ..segments import Entry, Failure, Segment, merge_segments, read_segment
 from ..signing.allowed_signers import AllowedSigner, load_allowed
