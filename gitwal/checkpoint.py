@@ -22,8 +22,9 @@ from .ids import CommitId, Lsn, TreeId
 from .ledger import COMMITTED, EXPLAINED, Ledger, fold
 from .records import Checkpoint, Commit, Intent, Record, Seal
 from .run import Run
+from .snapshot import tree_state
 from .store import ARCHIVE_PREFIX, CHECKPOINT_PREFIX, Ref, RunSealed
-from .worktree import Worktree, blob_id, tree_state
+from .worktree import Worktree, blob_id
 
 TRAILERS = ("Wal-Run", "Wal-Lsn")
 

@@ -26,8 +26,8 @@ from .errors import CorruptLog, WalError
 from .ids import ABSENT, RunId
 from .records import Checkpoint, Commit, Intent, Plan, Unlogged
 from .segments import Segment, object_kind, read_segment
+from .snapshot import tree_state
 from .store import ARCHIVE_PREFIX
-from .worktree import tree_state
 
 
 class SecretInLog(WalError):

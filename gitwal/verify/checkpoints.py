@@ -14,8 +14,9 @@ from ..ids import TreeId
 from ..ledger import Fold, Ledger, Rules
 from ..records import Checkpoint, Commit, Intent, Plan, Record
 from ..segments import Entry, Failure
+from ..snapshot import tree_state
 from ..store import CHECKPOINT_PREFIX
-from ..worktree import blob_id, tree_state
+from ..worktree import blob_id
 from .replay import MAX_PATHS, TreeView, intents_of, is_kind, short
 
 
