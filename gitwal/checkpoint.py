@@ -21,9 +21,10 @@ from .errors import WalError
 from .ids import CommitId, Lsn, TreeId
 from .ledger import COMMITTED, EXPLAINED, Ledger, fold
 from .records import Checkpoint, Commit, Intent, Record, Seal
+from .rewrite import ARCHIVE_PREFIX, CHECKPOINT_PREFIX
 from .run import Run
 from .snapshot import tree_state
-from .store import ARCHIVE_PREFIX, CHECKPOINT_PREFIX, Ref, RunSealed
+from .store import Ref, RunSealed
 from .worktree import Worktree, blob_id
 
 TRAILERS = ("Wal-Run", "Wal-Lsn")

@@ -32,7 +32,8 @@ from .remote_refs import (
     staging_prefix,
 )
 from .repository import open_repository
-from .store import ARCHIVE_PREFIX, CHECKPOINT_PREFIX, Store
+from .rewrite import ARCHIVE_PREFIX, CHECKPOINT_PREFIX
+from .store import Store
 
 
 def _staged(repo: pygit2.Repository, remote: str) -> dict[str, str]:

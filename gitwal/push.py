@@ -35,9 +35,9 @@ from .remote_refs import (
     split_ref,
 )
 from .repository import open_repository
+from .rewrite import ARCHIVE_PREFIX
 from .runs import select_runs
 from .secret_scan import SecretInLog, scan
-from .store import ARCHIVE_PREFIX
 
 PUSH_BATCH = 200  # refspecs per `git push`: keeps the command line far below ARG_MAX
 

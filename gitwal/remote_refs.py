@@ -18,7 +18,8 @@ import pygit2
 
 from .errors import NotARepository, WalError
 from .ids import RunId, valid_run_id
-from .store import ARCHIVE_PREFIX, CHECKPOINT_PREFIX, Store
+from .rewrite import ARCHIVE_PREFIX, CHECKPOINT_PREFIX
+from .store import Store
 
 BARE_OK = "run this inside a clone (or a bare repository)"
 
