@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pygit2
 
+from gitwal.codec import encode
 from gitwal.ids import CommitId
 from gitwal.packwrite import BLOB, COMMIT, MODE_BLOB, TREE, RawObject, tree_data, write_kept_pack
-from gitwal.records import encode
 
 from . import probe
 from .common import QUICK, Stats, disk_use, fmt_ratio, fmt_time, met

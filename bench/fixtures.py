@@ -29,8 +29,9 @@ from pathlib import Path
 import pygit2
 
 from gitwal.chain import REF_PREFIX
+from gitwal.codec import encode
 from gitwal.ids import Lsn, RunId
-from gitwal.records import REPLAY_SAFE, Commit, Intent, Plan, Record, encode, summary
+from gitwal.records import REPLAY_SAFE, Commit, Intent, Plan, Record, summary
 from gitwal.worktree import MODE_FILE
 
 from .common import sh

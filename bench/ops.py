@@ -12,9 +12,10 @@ from pathlib import Path
 import pygit2
 
 from gitwal import Wal
+from gitwal.codec import encode, to_dict
 from gitwal.errors import UnknownRun
 from gitwal.ids import CommitId, Lsn, RunId
-from gitwal.records import Abort, Plan, encode, to_dict
+from gitwal.records import Abort, Plan
 from gitwal.run import Run
 from gitwal.store import Store
 

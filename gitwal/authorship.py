@@ -28,9 +28,10 @@ from pathlib import Path
 import pygit2
 
 from .chain import common_dir
+from .codec import encode
 from .durable import create_once, makedirs_durable
 from .errors import WalError
-from .records import EXEC_TOOL, Intent, encode
+from .records import EXEC_TOOL, Intent
 
 SECRET_BYTES = 32
 

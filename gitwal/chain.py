@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pygit2
 
+from .codec import decode
 from .errors import CorruptLog, UnknownRun
 from .ids import CommitId, RunId
-from .records import Abort, Checkpoint, Commit, Intent, Plan, Record, decode, type_name
+from .records import Abort, Checkpoint, Commit, Intent, Plan, Record, type_name
 
 REF_PREFIX = "refs/wal/"
 LSN_DIGITS = 12

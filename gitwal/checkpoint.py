@@ -14,15 +14,18 @@ from dataclasses import dataclass
 import pygit2
 
 from .authorship import attach
+from .codec import encode
 from .durable import crash_point
 from .effects import run_check
 from .errors import WalError
 from .ids import CommitId, Lsn, TreeId
 from .ledger import COMMITTED, EXPLAINED, Ledger, fold
-from .records import Checkpoint, Commit, Intent, Record, Seal, encode
+from .records import Checkpoint, Commit, Intent, Record, Seal
+from .rewrite import ARCHIVE_PREFIX, CHECKPOINT_PREFIX
 from .run import Run
-from .store import ARCHIVE_PREFIX, CHECKPOINT_PREFIX, Ref, RunSealed
-from .worktree import Worktree, blob_id, tree_state
+from .snapshot import tree_state
+from .store import Ref, RunSealed
+from .worktree import Worktree, blob_id
 
 TRAILERS = ("Wal-Run", "Wal-Lsn")
 

@@ -44,7 +44,8 @@ from .chain import UNTRUSTED
 from .errors import CorruptLog
 from .ids import Lsn, TreeId
 from .records import Abort, Checkpoint, Commit, Intent, Plan, Record, Unlogged
-from .worktree import Worktree, tree_state
+from .snapshot import tree_state
+from .worktree import Worktree
 
 Source = Literal["step", "exec", "unlogged", "pre"]
 STEP: Source = "step"  # a committed file step (lsn: its intent)

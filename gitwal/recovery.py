@@ -1,8 +1,9 @@
 """Recovery: decide, for every open intent, whether it landed, and repair.
 
-Decision table for file tools (docs/recovery.md is the normative copy; shell
-steps: recovery_exec.py). Each target holds the step's own bytes (pre, post,
-a torn prefix of post), another run's committed change, or someone else's:
+Decision table for file tools (docs/recovery.md is the normative copy; the
+decisions themselves: recovery_files.py; shell steps: recovery_exec.py). Each
+target holds the step's own bytes (pre, post, a torn prefix of post), another
+run's committed change, or someone else's:
 
 ====================================  ===============  ===========================
 targets                               outcome          what recovery does
@@ -27,38 +28,17 @@ from __future__ import annotations
 
 from .authorship import foreign_command, written_here
 from .chain import Chain
-from .durable import crash_point
-from .effects import apply_post, missing_images, restore_pre, run_check
+from .codec import to_dict
 from .errors import RunBusy, WalError
 from .ids import CommitId, Lsn
 from .ledger import Rules, changes
-from .overwrite import (
-    DIRECTORY,
-    SPECIAL,
-    Kept,
-    Saved,
-    describe,
-    found,
-    save,
-    torn_prefix,
-)
-from .records import (
-    REPLAY_SAFE,
-    Abort,
-    Checkpoint,
-    Commit,
-    Intent,
-    Record,
-    agent_tag,
-    to_dict,
-)
+from .records import Abort, Checkpoint, Commit, Intent, Record, agent_tag
 from .recovery_exec import ExecDecisions
+from .recovery_files import FileDecisions
 from .report import (
     APPLIED,
     IN_DOUBT,
     NOT_APPLIED,
-    SUPERSEDED,
-    TORN,
     Drift,
     Outcome,
     Report,
@@ -68,12 +48,8 @@ from .report import (
 from .store import Ref, Store, list_runs
 from .worktree import Worktree
 
-# Whose bytes a target holds (Recovery._kind).
-PRE, POST, TORN_POST, FOREIGN = "pre", "post", "torn-post", "foreign"
-OTHER_RUN = "other-run "
 
-
-class Recovery(ExecDecisions):
+class Recovery(ExecDecisions, FileDecisions):
     """Recovers one run; construct, then call :meth:`run` under the run lock."""
 
     def __init__(self, store: Store, wt: Worktree, redo: bool, restore: bool,
@@ -184,44 +160,7 @@ class Recovery(ExecDecisions):
     def _decide(self, intent: Intent, dry_run: bool) -> Outcome:
         if intent.tool == "exec":
             return self._decide_exec(intent, dry_run)
-        assert intent.post is not None
-        now = tuple(found(self.wt, p) for p in intent.target)
-        if now == intent.post:
-            if dry_run:
-                return self._outcome(intent, APPLIED, "none", "applied; commit is missing")
-            return self._commit_found(intent, APPLIED, "applied; commit was missing",
-                                      "committed")
-        kinds = [self._kind(intent, i, state) for i, state in enumerate(now)]
-        foreign = tuple(p for p, k in zip(intent.target, kinds, strict=True) if k == FOREIGN)
-        others = [(p, k) for p, k in zip(intent.target, kinds, strict=True)
-                  if k.startswith(OTHER_RUN)]
-        if foreign:
-            return self._decide_foreign(intent, now, foreign, dry_run)
-        outcome, detail = NOT_APPLIED, "not applied"
-        if others:
-            outcome = SUPERSEDED
-            detail = "; ".join(f"{p} now holds the change {k[len(OTHER_RUN):]} committed "
-                               "(left as it is)" for p, k in others)
-        elif now != intent.pre:
-            outcome, detail = TORN, "partially applied (its own bytes: pre, post or a torn post)"
-        if dry_run:
-            return self._outcome(intent, outcome, "none", detail)
-        restored: tuple[str, ...] = ()
-        if any(k in (POST, TORN_POST) for k in kinds):
-            if (missing := missing_images(self.store.repo, intent)):
-                return self._missing(intent, missing)
-            restored = restore_pre(self.wt, intent).restored
-            detail += f"; restored {', '.join(restored)} from the pre-image"
-        if self.redo and intent.replay == REPLAY_SAFE and not others:
-            kept = apply_post(self.wt, intent)
-            if not kept:
-                return self._commit_found(intent, outcome, detail + "; redone", "redone")
-            restored += restore_pre(self.wt, intent).restored
-            detail += f"; not redone: {describe(kept)} changed meanwhile"
-        self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
-                           f"recovery: {detail}; not redone", restored))
-        return self._outcome(intent, outcome, "aborted",
-                             detail + ("" if others else "; redo it"))
+        return self._decide_file(intent, dry_run)
 
     def _decide_unwritten(self, intent: Intent) -> Outcome:
         """An intent this clone did not write (fetched, from another clone, an
@@ -242,22 +181,6 @@ class Recovery(ExecDecisions):
             "forged log): gitwal writes none of its images into the tree", seen.changed,
             True)
 
-    def _kind(self, intent: Intent, i: int, state: str) -> str:
-        """Whose bytes target ``i`` holds: the step's own (pre, post, a torn
-        post), another run's committed change, or someone else's."""
-        assert intent.post is not None
-        if state == intent.pre[i]:
-            return PRE
-        if state == intent.post[i]:
-            return POST
-        if torn_prefix(self.store.repo, self.wt, intent.target[i], intent.post[i],
-                       intent.pre[i]):
-            return TORN_POST
-        by = self._committed_elsewhere().get((intent.target[i], state))
-        if by is not None:
-            return OTHER_RUN + by
-        return FOREIGN
-
     def _committed_elsewhere(self) -> dict[tuple[str, str], str]:
         """(path, state) -> "by run R at LSN n" for every change another run
         committed (read once per recovery; runs that do not read are skipped:
@@ -274,77 +197,6 @@ class Recovery(ExecDecisions):
                 for path, held in changes(self.wt, records, Rules(lenient=True)):
                     self._others[(path, held.state)] = f"by run {rid} at LSN {held.lsn}"
         return self._others
-
-    def _decide_foreign(self, intent: Intent, now: tuple[str, ...],
-                        foreign: tuple[str, ...], dry_run: bool) -> Outcome:
-        """A target holds bytes gitwal did not write (a person's edit, a delete,
-        ``git reset --hard``): never overwritten on gitwal's own authority. In
-        doubt; ``--restore`` first saves them in the log, then restores."""
-        shown = describe(Kept(p, s) for p, s in zip(intent.target, now, strict=True)
-                         if p in foreign)
-        detail = f"in doubt: {shown}"
-        if dry_run or not self.restore:
-            return self._outcome(intent, IN_DOUBT, "none" if dry_run else "left-open", detail,
-                                 foreign, True)
-        if (missing := missing_images(self.store.repo, intent)):
-            return self._missing(intent, missing)
-        saved: list[Saved] = []
-        for p, state in zip(intent.target, now, strict=True):
-            if p in foreign and state in (DIRECTORY, SPECIAL):
-                return self._outcome(intent, IN_DOUBT, "left-open",
-                                     detail + "; --restore cannot save a directory or a "
-                                     "special file: move it away, then recover again",
-                                     foreign, True)
-            if p in foreign and (one := save(self.wt, p)) is not None:
-                saved.append(one)
-        # Durable before anything is overwritten: the abort's append keeps
-        # the saved blobs alive (git gc --prune=now included) and names them.
-        self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
-                           f"recovery: {detail}; restored by request (--restore)",
-                           tuple(p for p, s, pre in zip(intent.target, now, intent.pre,
-                                                        strict=True) if s != pre),
-                           saved=tuple((s.path, s.blob) for s in saved)),
-                     [Ref(s.blob) for s in saved])
-        restored = restore_pre(self.wt, intent, also={s.blob for s in saved})
-        back = "; ".join(f"`{s.command()}` brings back {s.path}" for s in saved)
-        return self._outcome(
-            intent, IN_DOUBT, "restored",
-            detail + f"; restored {', '.join(restored.restored) or 'nothing'} from the "
-            "pre-image" + (f"; what was found is saved: {back}" if back else ""),
-            foreign, saved=tuple((s.path, s.blob, s.command()) for s in saved))
-
-    def _missing(self, intent: Intent, paths: list[str]) -> Outcome:
-        return self._outcome(
-            intent, IN_DOUBT, "left-open",
-            f"in doubt: the pre-image of {', '.join(paths)} is not in the object database "
-            "(pruned, or the log names an object it never stored); nothing was restored",
-            tuple(paths), True)
-
-    def _commit_found(
-        self, intent: Intent, outcome: str, detail: str, action: str
-    ) -> Outcome:
-        """Verify an intent whose post-image is on disk, then commit (or abort)."""
-        assert intent.post is not None
-        observed = tuple(found(self.wt, p) for p in intent.target)
-        ok = observed == intent.post
-        output = ""
-        if ok and intent.check:
-            result = run_check(intent.check, self.wt, intent)
-            ok, output = result.ok, result.output
-        crash_point("after-verify")
-        if not ok:
-            if (missing := missing_images(self.store.repo, intent)):
-                return self._missing(intent, missing)
-            undo = restore_pre(self.wt, intent)
-            left = f"; left in place: {describe(undo.kept)}" if undo.kept else ""
-            self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
-                               "recovery: verification failed" + left, undo.restored, output))
-            return self._outcome(intent, outcome, "aborted",
-                                 detail + "; verification failed, pre-image restored" + left)
-        verified = "hash==post" + (f" && check ok: {intent.check}" if intent.check else "")
-        self._append(Commit(self.store.run, self.next_lsn, intent.lsn, observed,
-                            verified, recovered=True))
-        return self._outcome(intent, outcome, action, detail + "; now committed")
 
     def _refuse_own_call(self, open_intents: list[Intent]) -> None:
         """An agent's shell call has no command lock (the agent runs it, not

@@ -13,8 +13,9 @@ from .overwrite import bring_back_tree, describe, found, restore_plan, restore_t
 from .records import REPLAY_SAFE, Abort, Commit, Intent, Record, agent_tag
 from .report import IN_DOUBT, NOT_APPLIED, Outcome
 from .run import watched_paths
+from .snapshot import tree_state
 from .store import Ref, Store
-from .worktree import Worktree, tree_state
+from .worktree import Worktree
 
 
 class ExecDecisions:

@@ -28,7 +28,8 @@ import pygit2
 
 from .errors import CorruptLog, WalError
 from .ids import CommitId, Lsn, RunId
-from .store import ARCHIVE_PREFIX, Store
+from .rewrite import ARCHIVE_PREFIX
+from .store import Store
 
 REPAIR_FILE = "repair.json"
 _SIGNATURE = ("gitwal", "gitwal@localhost")

@@ -11,7 +11,8 @@ import pygit2
 
 from .errors import UnknownRun
 from .ids import RunId, valid_run_id
-from .store import ARCHIVE_PREFIX, list_runs, wal_dir
+from .rewrite import ARCHIVE_PREFIX
+from .store import list_runs, wal_dir
 
 
 def all_runs(repo: pygit2.Repository) -> list[str]:

@@ -22,8 +22,9 @@ from .ids import ABSENT, CommitId, Lsn, TreeId
 from .ledger import EXPLAINED, Ledger, fold
 from .records import Intent, Seal
 from .run import Run
+from .snapshot import tree_state
 from .store import Ref, RunSealed
-from .worktree import Worktree, tree_state
+from .worktree import Worktree
 
 __all__ = ["RunSealed", "SealRefused", "SealResult", "seal", "tree_problems"]
 

@@ -25,9 +25,9 @@ from .chain import Chain
 from .errors import CorruptLog, WalError
 from .ids import ABSENT, RunId
 from .records import Checkpoint, Commit, Intent, Plan, Unlogged
+from .rewrite import ARCHIVE_PREFIX
 from .segments import Segment, object_kind, read_segment
-from .store import ARCHIVE_PREFIX
-from .worktree import tree_state
+from .snapshot import tree_state
 
 
 class SecretInLog(WalError):

@@ -16,8 +16,9 @@ from typing import Any
 import pygit2
 from pygit2.enums import ObjectType
 
+from .codec import decode, encode
 from .errors import CorruptLog
-from .records import Checkpoint, Plan, Record, decode, encode, type_name
+from .records import Checkpoint, Plan, Record, type_name
 
 RECORD_NAME = re.compile(r"(\d{12})\.json")
 OBJ_NAME = re.compile(r"obj-([0-9a-f]{40}(?:[0-9a-f]{24})?)")

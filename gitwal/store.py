@@ -14,54 +14,53 @@ Invariants kept here:
 * the ref moves by compare-and-swap against the head the writer read, under
   an advisory lock this process holds, so no record is lost or reordered;
 * LSNs are dense: the n-th record of a run has LSN n;
-* no ``git gc`` removes an append's objects: born in a kept pack, with
-  copies of the loose objects its records name; an object named but packed
-  elsewhere is checked after the ref moved, and the append undone (the ref
-  swapped back) if a prune took it (docs/format.md, "Packs").
+* no ``git gc`` removes an append's objects (keepalive.py): an append
+  whose named objects a prune took anyway is undone, the ref swapped back.
 
-The run lock and exec command locks live in the common git dir, seen from
-every worktree (locks.py).
+Rewrites of the chain (compaction, drop, repair) are in rewrite.py, whose
+:class:`~gitwal.rewrite.ChainSurgery` this module's :class:`Store` extends.
+
+The run lock and exec command locks (command_locks.py) live in the common
+git dir, seen from every worktree (locks.py).
 """
 
 from __future__ import annotations
 
-import fcntl
-import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, Literal
 
 import pygit2
 
 from .authorship import attach
-from .chain import REF_PREFIX, Chain, common_dir
+from .chain import REF_PREFIX, common_dir
+from .codec import encode
+from .command_locks import CommandLocks
 from .durable import crash_point, fsync_dir
-from .errors import CorruptLog, RunBusy, WalError
-from .ids import CommitId, Lsn, RunId
+from .errors import RunBusy, WalError
+from .ids import CommitId, RunId
+from .keepalive import AppendLost, gather_loose, merge_packs, pruned, write_retrying
 from .locks import config_wait_timeout, lock_dir, run_lock, tell
 from .packwrite import (
     BLOB,
     COMMIT,
-    MERGE_AT,
     MODE_BLOB,
     MODE_TREE,
     TREE,
     RawObject,
     commit_data,
-    merge,
     tree_data,
     with_signature,
     write_kept_pack,
 )
-from .records import Intent, Record, Seal, encode, summary
+from .records import Intent, Record, Seal, summary
+from .rewrite import ChainSurgery
 
 if TYPE_CHECKING:
     from .signing.signer import Signer
 
-ARCHIVE_PREFIX = "refs/wal-archive/"  # refs/wal-archive/<run>/<n>: compacted-away history
-CHECKPOINT_PREFIX = "refs/wal-checkpoints/"  # refs/wal-checkpoints/<run>/<lsn>: detached
 _SIGNATURE = ("gitwal", "gitwal@localhost")
 
 pygit2.settings.enable_fsync_gitdir(True)
@@ -74,32 +73,6 @@ def wal_dir(repo: pygit2.Repository) -> Path:
 
 class RunSealed(WalError):
     """The run ends in a seal: nothing may be appended to it, nor its chain rewritten."""
-
-
-class AppendLost(WalError):
-    """A concurrent ``git gc --prune=now`` removed objects of an append; it was undone."""
-
-
-_T = TypeVar("_T")
-_WRITE_TRIES = 3
-
-
-def _writing(run: str, write: Callable[[], _T]) -> _T:
-    """Write objects, trying again when a concurrent ``git gc`` pulled a
-    directory from under libgit2 (it prunes empty ``objects/xx`` dirs); a
-    write of the same content is idempotent. Still failing: a WalError."""
-    for attempt in range(_WRITE_TRIES):
-        try:
-            return write()
-        except (pygit2.GitError, OSError) as e:
-            if attempt == _WRITE_TRIES - 1:
-                raise WalError(
-                    f"could not write objects for run {run}: {e}",
-                    "nothing was appended by this write; run the command again (if it "
-                    f"left a step open, `git wal recover --run {run}` first); a concurrent "
-                    "`git gc --prune=now` can cause this",
-                ) from e
-    raise AssertionError("not reached")
 
 
 def _ident(sig: pygit2.Signature) -> bytes:
@@ -117,8 +90,9 @@ class Ref:
     is_tree: bool = False
 
 
-class Store(Chain):
-    """Appends to (and, through :class:`Chain`, reads) the records of one run."""
+class Store(ChainSurgery, CommandLocks):
+    """Appends to (and, through :class:`Chain`, reads) the records of one run;
+    rewrites of its chain: :class:`~gitwal.rewrite.ChainSurgery`."""
 
     def __init__(self, repo: pygit2.Repository, run: RunId,
                  signer: Signer | None = None) -> None:
@@ -150,56 +124,6 @@ class Store(Chain):
                       self.notify):
             yield
 
-    def _command_lock(self, lsn: Lsn) -> Path:
-        return lock_dir(self.repo) / f"{self.run}.{lsn}.cmd"
-
-    @contextmanager
-    def command_lock(self, lsn: Lsn) -> Iterator[int]:
-        """An exclusive lock for an exec step's command; yields its fd.
-
-        The command inherits the fd, and a flock belongs to the open file, not
-        the process: the lock stays held while the command, or anything it
-        started, lives, even after the gitwal process that ran it was killed.
-        Recovery must not decide the step while it is held
-        (:meth:`command_running`), from whichever worktree it runs. The lock
-        is not durable (after a power loss no command runs); the file's
-        existence is, before the command starts (:meth:`command_started`).
-        """
-        path = self._command_lock(lsn)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            # Durable before the command starts: recovery reads "no lock file"
-            # as "the command never started" (command_started).
-            fsync_dir(path.parent)
-            yield fd
-        finally:
-            os.close(fd)
-
-    def command_started(self, lsn: Lsn) -> bool:
-        """Whether exec step ``lsn``'s command may have started: its lock file
-        exists (made durable before the command runs, removed once the step
-        is closed)."""
-        return self._command_lock(lsn).exists()
-
-    def command_running(self, lsn: Lsn) -> Path | None:
-        """The lock file of exec step ``lsn`` if a process still holds it."""
-        path = self._command_lock(lsn)
-        try:
-            fd = os.open(path, os.O_RDWR)
-        except FileNotFoundError:
-            return None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return path
-        finally:
-            os.close(fd)
-        return None
-
-    def clear_command_lock(self, lsn: Lsn) -> None:
-        self._command_lock(lsn).unlink(missing_ok=True)
-
     def stale_ref_lock(self) -> Path | None:
         """A leftover ``refs/wal/<run>.lock`` (call only while holding :meth:`locked`)."""
         path = self._common / (self.ref_name + ".lock")
@@ -215,7 +139,7 @@ class Store(Chain):
 
     def put_blob(self, data: bytes) -> str:
         """Write a blob durably (libgit2 fsyncs the file and its fan-out dir)."""
-        return str(_writing(self.run, lambda: self.repo.create_blob(data)))
+        return str(write_retrying(self.run, lambda: self.repo.create_blob(data)))
 
     def append(
         self,
@@ -242,7 +166,7 @@ class Store(Chain):
         exposed: list[str] = []  # named objects packed elsewhere: gc may still drop them
         for r in refs:
             entries.append((f"obj-{r.oid}", MODE_TREE if r.is_tree else MODE_BLOB, r.oid))
-            if not self._gather_loose(r.oid, r.is_tree, objects):
+            if not gather_loose(self.repo, self._common, self.run, r.oid, r.is_tree, objects):
                 exposed.append(r.oid)
         tree = RawObject(TREE, tree_data(entries))
         message = (summary(records[-1]) + "\n").encode()
@@ -264,42 +188,8 @@ class Store(Chain):
             self._check_survived(oid, expect, exposed, f"LSN {records[0].lsn}" + (
                 f"..{records[-1].lsn}" if len(records) > 1 else ""))
         self._newest = (commit.oid, list(records))
-        self._merge_packs()
+        merge_packs(self.repo, self._common)
         return CommitId(commit.oid)
-
-    def _gather_loose(self, oid: str, is_tree: bool, into: list[RawObject]) -> bool:
-        """Add the object ``oid`` (and, for a tree, the loose objects under it)
-        to ``into`` when it is loose; False when it is packed (not gathered).
-
-        A loose object is unreachable until the append names it, so a prune
-        may delete it at any moment; once copied into the append's kept pack
-        it cannot be lost. A packed tree is taken whole as packed (git packs
-        a tree with what it names)."""
-        path = self._common / "objects" / oid[:2] / oid[2:]
-        if not path.exists():
-            if pygit2.Oid(hex=oid) not in self.repo.odb:
-                raise AppendLost(
-                    f"object {oid[:12]} for the next append to run {self.run} is missing "
-                    "(removed by a concurrent `git gc --prune=now` before the append); "
-                    "nothing was appended", "run the command again")
-            return False
-        try:
-            kind, data = self.repo.odb.read(pygit2.Oid(hex=oid))
-        except (KeyError, pygit2.GitError):
-            raise AppendLost(
-                f"object {oid[:12]} for the next append to run {self.run} was removed by a "
-                "concurrent `git gc --prune=now` while it was read; nothing was appended",
-                "run the command again") from None
-        into.append(RawObject(TREE if kind == pygit2.GIT_OBJECT_TREE else BLOB, data))
-        if is_tree:
-            tree = self.repo[oid]
-            assert isinstance(tree, pygit2.Tree)
-            for entry in tree:
-                if entry.filemode == pygit2.GIT_FILEMODE_COMMIT:
-                    continue  # a submodule's commit lives in its own repository
-                self._gather_loose(str(entry.id), entry.filemode == pygit2.GIT_FILEMODE_TREE,
-                                   into)
-        return True
 
     def _commit_content(self, tree: str, parents: Sequence[str], message: bytes,
                         like: pygit2.Commit | None = None) -> bytes:
@@ -312,23 +202,6 @@ class Store(Chain):
             return content
         return with_signature(content, self.signer.sign(content))
 
-    def _merge_packs(self) -> None:
-        """Merge gitwal's small kept packs now and then (packwrite.merge), by
-        one process at a time; a busy merger is simply not waited for."""
-        objects = self._common / "objects"
-        if len(list((objects / "pack").glob("pack-*.keep"))) < MERGE_AT:
-            return
-        fd = os.open(lock_dir(self.repo) / "packs.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
-                     0o644)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return
-            merge(objects)
-        finally:
-            os.close(fd)
-
     def _check_survived(self, commit: pygit2.Oid, expect: CommitId | None,
                         oids: Sequence[str], what: str) -> None:
         """Undo an append whose named objects a concurrent ``git gc`` pruned.
@@ -337,11 +210,9 @@ class Store(Chain):
         sat in an ordinary pack, which a gc whose walk came before the ref
         moved may rewrite without them). Checked after the move: one missing
         now was pruned, and the previous head is intact, so the ref goes back
-        to it. A fresh object database answers, not this process's cached
-        list of packs (gc may have deleted a pack we still have mapped).
+        to it (keepalive.pruned).
         """
-        odb = pygit2.Odb(str(self._common / "objects"))
-        missing = [o for o in oids if pygit2.Oid(hex=o) not in odb]
+        missing = pruned(self._common, oids)
         if not missing:
             return
         ref = self.repo.references.get(self.ref_name)
@@ -405,93 +276,6 @@ class Store(Chain):
         if new_dir:
             fsync_dir(refs_wal)
             fsync_dir(refs_wal.parent)
-
-    # -- chain surgery (compaction, drop): see checkpoint.py for the protocol
-
-    def archives(self) -> list[tuple[int, CommitId]]:
-        """(n, head) of every archived segment of this run, oldest first."""
-        prefix = f"{ARCHIVE_PREFIX}{self.run}/"
-        out = []
-        for name in self.repo.references:
-            if name.startswith(prefix) and name[len(prefix) :].isdigit():
-                target = self.repo.references[name].target
-                out.append((int(name[len(prefix) :]), CommitId(str(target))))
-        return sorted(out)
-
-    def create_ref(self, name: str, target: str, force: bool = False) -> None:
-        """Create a ref durably; one that exists already is an error unless ``force``."""
-        try:
-            self.repo.references.create(name, pygit2.Oid(hex=target), force=force)
-        except pygit2.AlreadyExistsError:
-            raise RunBusy(f"{name} already exists",
-                          "another process did the same; re-run the command") from None
-        self._sync_ref_dirs(name)
-
-    def rewrite_from(self, head: CommitId, lsn: Lsn) -> CommitId:
-        """A new chain holding the records from ``lsn`` on, reusing the append trees.
-
-        The new root holds the record at ``lsn`` (a checkpoint) and the rest
-        of its batch; every later append keeps its tree, message and order.
-        """
-        self._refuse_after_seal(head, "compacted")  # the seal names the append it follows
-        chain = self.chain(head)
-        keep: list[tuple[CommitId, list[Record]]] = []
-        for oid, batch in chain:
-            keep.append((oid, batch))
-            if batch[0].lsn <= lsn:
-                break
-        else:
-            raise CorruptLog(f"log {self.ref_name}: no record {lsn} to start from")
-        keep.reverse()
-        root_oid, root_batch = keep[0]
-        root = self._commit(root_oid)
-        dropped = {f"{rec.lsn:012d}.json" for rec in root_batch if rec.lsn < lsn}
-        entries = [(str(e.name), int(e.filemode), str(e.id)) for e in root.tree]
-        tree = RawObject(TREE, tree_data(e for e in entries if e[0] not in dropped))
-        # Written as one kept pack, like appends: no gc can take the new
-        # chain's objects before or after the live ref names them.
-        objects = [tree]
-        parents: list[str] = []
-        for i, (oid, _batch) in enumerate(keep):
-            old = self._commit(oid)
-            # Re-signed like any append: a compacted chain stays verifiable.
-            content = self._commit_content(tree.oid if i == 0 else str(old.tree_id),
-                                           parents, old.raw_message, old)
-            objects.append(RawObject(COMMIT, content))
-            parents = [objects[-1].oid]
-        try:
-            write_kept_pack(self._common / "objects", objects)
-        except OSError as e:
-            raise WalError(f"could not write the compacted chain of run {self.run}: {e}",
-                           "nothing was changed; run the command again") from e
-        return CommitId(parents[0])
-
-    def move_head(self, expect: CommitId, new: CommitId) -> None:
-        """Compare-and-swap the live ref, also to a non-descendant (compaction, repair).
-
-        A compacted chain's commits were written just now, unreachable until
-        this move: every commit and tree of the new chain is checked as an
-        append's objects are (cheap: one existence check each).
-        """
-        self._move_ref(pygit2.Oid(hex=new), expect)
-        oids: list[str] = []
-        oid: str | None = new
-        while oid is not None:
-            oids.append(oid)
-            commit = self.repo.get(oid)
-            if not isinstance(commit, pygit2.Commit):
-                break  # reported as missing by the check below
-            oids.append(str(commit.tree_id))
-            oid = str(commit.parent_ids[0]) if commit.parent_ids else None
-        self._check_survived(pygit2.Oid(hex=new), expect, oids, "a rewritten chain")
-
-    def delete_live(self, expect: CommitId) -> None:
-        """Delete the live ref if it still points at ``expect`` (caller holds the lock)."""
-        ref = self.repo.references.get(self.ref_name)
-        if ref is None or str(ref.target) != expect:
-            raise RunBusy(self._moved_msg(), "re-read the log and try again")
-        ref.delete()
-        self._sync_ref_dirs(self.ref_name)
 
     def _sync_ref_dirs(self, name: str) -> None:
         """fsync every directory from refs/ down to the ref's own (some may be new)."""

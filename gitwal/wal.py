@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING
 import pygit2
 
 from .chain import common_dir, repair_hint, worktree_name
+from .codec import encode
 from .durable import atomic_write, makedirs_durable, unlink_durable
 from .errors import CorruptLog, UnknownRun, WalError
 from .ids import Lsn, RunId, valid_run_id
-from .records import Abort, Checkpoint, Commit, Intent, Plan, Record, Seal, Unlogged, encode
+from .records import Abort, Checkpoint, Commit, Intent, Plan, Record, Seal, Unlogged
 from .recovery import Recovery
 from .report import Report
 from .repository import open_repository

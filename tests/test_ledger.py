@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from gitwal import Wal
 from gitwal.chain import Chain
+from gitwal.codec import encode
 from gitwal.errors import CorruptLog
 from gitwal.ids import ABSENT, Lsn, RunId
 from gitwal.ledger import (
@@ -49,7 +50,6 @@ from gitwal.records import (
     Plan,
     Record,
     Unlogged,
-    encode,
 )
 from gitwal.verify.replay import TreeView
 

@@ -355,18 +355,18 @@ def test_a_fetched_forged_intent_never_runs_on_resume(tmp_path: Path) -> None:
 
 
 def test_the_decoder_knows_exactly_the_tools_gitwal_has() -> None:
-    """records.py sits below tools.py, so it keeps its own list: keep them equal."""
-    from gitwal import records, tools
+    """validate.py sits below tools.py, so it keeps its own list: keep them equal."""
+    from gitwal import tools, validate
 
-    assert set(records.FILE_TOOLS) == set(tools.TOOLS)
-    assert {n: t.path_args for n, t in tools.TOOLS.items()} == records.PATH_ARGS
-    assert {*tools.TOOLS, "write_files", "exec"} == records.KNOWN_TOOLS
+    assert set(validate.FILE_TOOLS) == set(tools.TOOLS)
+    assert {n: t.path_args for n, t in tools.TOOLS.items()} == validate.PATH_ARGS
+    assert {*tools.TOOLS, "write_files", "exec"} == validate.KNOWN_TOOLS
 
 
 @pytest.mark.parametrize("path", ["", "a\0b", "/abs", "a\\b", "a//b", "a/", "./a", "a/./b",
                                   "..", "a/../b", ".git", ".Git/config", "x/.GIT/y"])
 def test_path_rules_refuse(path: str) -> None:
-    from gitwal.records import path_problem
+    from gitwal.validate import path_problem
 
     assert path_problem(path) != ""
 
@@ -374,14 +374,14 @@ def test_path_rules_refuse(path: str) -> None:
 @pytest.mark.parametrize("path", ["a", "a/b.c", "...", ".gitignore", "x/.github/w.yml",
                                   "ü/ñ", "a b"])
 def test_path_rules_accept(path: str) -> None:
-    from gitwal.records import path_problem
+    from gitwal.validate import path_problem
 
     assert path_problem(path) == ""
 
 
 def test_auth_is_encoded_only_when_present_and_validated() -> None:
+    from gitwal.codec import decode, encode
     from gitwal.errors import CorruptLog
-    from gitwal.records import decode, encode
 
     base = intent(4, "write_file", {"path": "a", "content": "a" * 40}, ["a"], ["absent"],
                   ["a" * 40], [0], check="make test")

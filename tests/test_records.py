@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from gitwal.codec import OPTIONAL_FIELDS, decode, encode, to_dict
 from gitwal.errors import CorruptLog, WalError
 from gitwal.ids import ABSENT, Lsn, RunId
 from gitwal.records import (
     FORMAT_VERSION,
-    OPTIONAL_FIELDS,
     REPLAY_SAFE,
     REPLAY_UNSAFE,
     Abort,
@@ -23,10 +23,7 @@ from gitwal.records import (
     Record,
     Seal,
     Unlogged,
-    decode,
-    encode,
     summary,
-    to_dict,
     type_name,
 )
 

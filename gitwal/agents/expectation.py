@@ -23,8 +23,9 @@ from ..ids import ABSENT, CommitId, Lsn, TreeId
 from ..ledger import EXPLAINED, Ledger, fold
 from ..records import Abort, Commit, Intent, Record, Unlogged
 from ..run import Run
+from ..snapshot import tree_state
 from ..store import Ref
-from ..worktree import MODE_GITLINK, MODE_TREE, blob_id, tree_state
+from ..worktree import MODE_GITLINK, MODE_TREE, blob_id
 
 
 @dataclass

@@ -30,14 +30,16 @@ from typing import Any, Protocol
 
 import pygit2
 
+from ..codec import decode
 from ..errors import CorruptLog, WalError
 from ..ids import RunId
-from ..records import Checkpoint, Intent, Plan, decode
+from ..records import Checkpoint, Intent, Plan
+from ..rewrite import ARCHIVE_PREFIX
 from ..runs import all_runs
 from ..segments import Entry, Failure, Segment, merge_segments, read_segment
 from ..signing.allowed_signers import AllowedSigner, load_allowed
 from ..signing.appends import signature_failures
-from ..store import ARCHIVE_PREFIX, Store
+from ..store import Store
 from .branch import branch_failures, logged_states, resolve
 from .checkpoints import checkpoint_failures
 from .replay import (

@@ -21,7 +21,7 @@ from ..ids import ABSENT, TreeId
 from ..ledger import Fold, Ledger, Rules
 from ..records import Checkpoint, Plan
 from ..segments import Entry, Failure, object_kind
-from ..worktree import tree_state
+from ..snapshot import tree_state
 from .replay import TreeView, short
 
 States = dict[str, list[str]]  # path -> the states the log gave it, oldest first

@@ -13,9 +13,10 @@ from pygit2.enums import ObjectType
 from ..ids import TreeId
 from ..ledger import Fold, Ledger, Rules
 from ..records import Checkpoint, Commit, Intent, Plan, Record
+from ..rewrite import CHECKPOINT_PREFIX
 from ..segments import Entry, Failure
-from ..store import CHECKPOINT_PREFIX
-from ..worktree import blob_id, tree_state
+from ..snapshot import tree_state
+from ..worktree import blob_id
 from .replay import MAX_PATHS, TreeView, intents_of, is_kind, short
 
 

@@ -36,7 +36,8 @@ from ..records import (
     type_name,
 )
 from ..segments import Entry, Failure, Segment, object_kind
-from ..worktree import MODE_TREE, Worktree, blob_id, tree_state
+from ..snapshot import tree_state
+from ..worktree import MODE_TREE, Worktree, blob_id
 
 MAX_PATHS = 20  # per checkpoint: past this, one line says how many more
 
