@@ -15,7 +15,7 @@ import pygit2
 
 from .authorship import attach
 from .codec import encode
-from .durable import crash_point
+from .crashpoints import crash_point
 from .effects import run_check
 from .errors import WalError
 from .ids import CommitId, Lsn, TreeId

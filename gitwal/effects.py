@@ -16,7 +16,7 @@ import pygit2
 
 from . import tools
 from .authorship import ForeignCommand, require
-from .durable import crash_point
+from .crashpoints import crash_point
 from .errors import WalError
 from .ids import ABSENT
 from .overwrite import Kept, found, put, torn_prefix

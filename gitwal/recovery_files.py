@@ -8,7 +8,7 @@ them in the log before it puts the pre-image back.
 
 from __future__ import annotations
 
-from .durable import crash_point
+from .crashpoints import crash_point
 from .effects import apply_post, missing_images, restore_pre, run_check
 from .ids import Lsn
 from .overwrite import (

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 import pygit2
 
-from .durable import crash_point, open_dir_at, rmdir_at, unlink_at
+from .crashpoints import crash_point
+from .durable import open_dir_at, rmdir_at, unlink_at
 from .errors import PathRefused, WalError
 from .ids import TreeId
 from .worktree import MODE_GITLINK, MODE_TREE, NoParent, Worktree, lstat_at

@@ -17,7 +17,7 @@ from typing import Any
 
 from . import tools
 from .authorship import attach
-from .durable import crash_point
+from .crashpoints import crash_point
 from .effects import (
     CommandResult,
     apply_post,

@@ -38,7 +38,8 @@ from .authorship import attach
 from .chain import REF_PREFIX, common_dir
 from .codec import encode
 from .command_locks import CommandLocks
-from .durable import crash_point, fsync_dir
+from .crashpoints import crash_point
+from .durable import fsync_dir
 from .errors import RunBusy, WalError
 from .ids import CommitId, RunId
 from .keepalive import AppendLost, gather_loose, merge_packs, pruned, write_retrying

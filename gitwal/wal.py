@@ -10,7 +10,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pygit2
 
@@ -21,15 +20,14 @@ from .errors import CorruptLog, UnknownRun, WalError
 from .ids import Lsn, RunId, valid_run_id
 from .records import Abort, Checkpoint, Commit, Intent, Plan, Record, Seal, Unlogged
 from .recovery import Recovery
+from .repair import RepairResult
+from .repair import repair as repair_log
 from .report import Report
 from .repository import open_repository
 from .run import Run
 from .signing.signer import configured_signer
 from .store import Store, list_runs, wal_dir
 from .worktree import Worktree
-
-if TYPE_CHECKING:
-    from .repair import RepairResult
 
 
 def new_run_id() -> RunId:
@@ -261,10 +259,8 @@ class Wal:
 
     # -- recovery --------------------------------------------------------
 
-    def recover(
-        self, run_id: str | None = None, redo: bool = False, restore: bool = False,
-        inside: str | None = None,
-    ) -> Report:
+    def recover(self, run_id: str | None = None, redo: bool = False, restore: bool = False,
+                inside: str | None = None) -> Report:
         """Decide every open intent, repair, and report (see recovery.py).
 
         ``inside``: the agent whose tool call runs this (``calling_agent``); an
@@ -298,8 +294,6 @@ class Wal:
     def repair(self, run_id: str) -> RepairResult:
         """Cut a damaged log back to its newest intact append (repair.py); it
         changes the log only, so it works from any worktree."""
-        from .repair import repair
-
         if not valid_run_id(run_id) or not (store := Store(self.repo, RunId(run_id))).exists():
             raise UnknownRun(f"no run {run_id}", "list runs with `git wal runs`")
-        return repair(store)
+        return repair_log(store)
