@@ -12,8 +12,7 @@ from .ids import Lsn, TreeId
 from .overwrite import bring_back_tree, describe, found, restore_plan, restore_tree
 from .records import REPLAY_SAFE, Abort, Commit, Intent, Record, agent_tag
 from .report import IN_DOUBT, NOT_APPLIED, Outcome
-from .run import watched_paths
-from .snapshot import tree_state
+from .snapshot import tree_state, watched_paths
 from .store import Ref, Store
 from .worktree import Worktree
 

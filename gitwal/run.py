@@ -37,6 +37,7 @@ from .records import (
     Intent,
     Record,
 )
+from .snapshot import watched_paths
 from .store import Ref, Store
 from .worktree import MODE_TREE, Worktree
 
@@ -274,12 +275,6 @@ class Run:
             self.id, Lsn(intent.lsn + 1), intent.lsn, (post_tree,), verified
         ), [Ref(post_tree, is_tree=True)])
         return StepResult(intent.lsn, "exec", intent.target, "committed", (post_tree,))
-
-
-def watched_paths(intent: Intent) -> list[str]:
-    """The paths an exec intent's snapshots include ignored files of."""
-    watch = intent.args.get("watch", [])
-    return [w for w in watch if isinstance(w, str)] if isinstance(watch, list) else []
 
 
 def _left(kept: tuple[Kept, ...]) -> str:

@@ -22,6 +22,7 @@ from . import secrets
 from .durable import makedirs_durable, sync_filesystem
 from .errors import WalError
 from .ids import ABSENT, TreeId
+from .records import Intent
 
 
 def tree_state(repo: pygit2.Repository, tree_id: str, path: str) -> str:
@@ -155,3 +156,9 @@ class Snapshots:
             paths.add(delta.old_file.path)
             paths.add(delta.new_file.path)
         return sorted(paths)
+
+
+def watched_paths(intent: Intent) -> list[str]:
+    """The paths an exec intent's snapshots include ignored files of."""
+    watch = intent.args.get("watch", [])
+    return [w for w in watch if isinstance(w, str)] if isinstance(watch, list) else []
