@@ -20,6 +20,7 @@ test: $(STAMP) lint tools claude-code
 lint: $(STAMP)
 	$(BIN)/ruff check gitwal tests bench
 	$(BIN)/mypy gitwal bench
+	$(BIN)/python -m gitwal.agents.plugin_client --check
 
 # Debian packages the suite uses: strace (crash-state checker), ssh-keygen
 # (signature interop tests). Installed only when missing.
