@@ -32,6 +32,7 @@ check: $(STAMP) lint
 lint: $(STAMP)
 	$(BIN)/ruff check gitwal tests bench
 	$(BIN)/mypy gitwal bench tests
+	$(BIN)/python -m gitwal.agents.plugin_client --check
 
 # Debian packages the suite uses: strace (crash-state checker), ssh-keygen
 # (signature interop tests). Installed only when missing.

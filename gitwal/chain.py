@@ -7,6 +7,7 @@ Writing lives in store.py, the only writer of ``refs/wal/*``.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pygit2
@@ -20,6 +21,7 @@ REF_PREFIX = "refs/wal/"
 LSN_DIGITS = 12
 RECORD_NAME_LEN = LSN_DIGITS + len(".json")  # <lsn:012d>.json
 UNTRUSTED = "the log was damaged or rewritten outside gitwal; nothing past it is trusted"
+SEGMENTS_KEPT = 16  # segments a process keeps (see _Segments)
 
 
 def repair_hint(run: str) -> str:
@@ -80,13 +82,57 @@ class Chain:
         """As :meth:`records`, with each record's canonical bytes (for streaming)."""
         return self._walk(self._require_head(), stop_at_checkpoint=False)
 
-    def segment(self) -> list[Record]:
-        """Records from the newest checkpoint on (all records if there is none).
+    def segment(self, head: CommitId | None = None) -> list[Record]:
+        """Records from the newest checkpoint on (all records if there is none),
+        of the chain ending at ``head`` (default: the ref's head).
 
         The cost depends on the records after the checkpoint only: the walk
-        stops at the append commit that holds the checkpoint.
+        stops at the append commit that holds the checkpoint, or earlier, at
+        an append whose segment this process read before (:data:`_SEGMENTS`):
+        a process that reads a run again and again (the hook server, the MCP
+        server) reads only what was appended since.
         """
-        return [rec for rec, _ in self._walk(self._require_head(), stop_at_checkpoint=True)]
+        head = self._require_head() if head is None else head
+        key = (self.repo.path, self.run, head)
+        kept = _SEGMENTS.get(key)
+        if kept is not None:
+            # The newest append is the one a concurrent prune can hit: its
+            # objects are checked on every read, as a walk would.
+            self.check_named(self._commit(head))
+            return list(kept)
+        records = self._read_segment(head)
+        _SEGMENTS.put(key, records)
+        return records
+
+    def _read_segment(self, head: CommitId) -> list[Record]:
+        """Walk back from ``head`` to the newest checkpoint, the root, or an
+        append whose segment is kept; validate the whole segment as a chain."""
+        batches: list[list[Record]] = []
+        base: tuple[Record, ...] = ()
+        oid = str(head)
+        while True:
+            commit = self._commit(oid)
+            if oid == head:
+                self.check_named(commit)
+            batch = self._commit_records(commit)
+            cps = [i for i, r in enumerate(batch) if isinstance(r, Checkpoint)]
+            if cps:
+                batches.append(batch[cps[-1] :])
+                break
+            batches.append(batch)
+            parents = commit.parent_ids
+            if len(parents) > 1:
+                raise self._corrupt(oid, "an append commit has more than one parent")
+            if not parents:
+                break
+            oid = str(parents[0])
+            kept = _SEGMENTS.get((self.repo.path, self.run, CommitId(oid)))
+            if kept is not None:
+                base = kept
+                break
+        records = [*base, *(rec for batch in reversed(batches) for rec in batch)]
+        self._validate(records)
+        return records
 
     def plan(self, first: Record) -> Plan:
         """The run's plan, given the first record of a segment (O(1))."""
@@ -155,7 +201,13 @@ class Chain:
                 raise self._corrupt(str(oid), "an append commit has more than one parent")
             oid = parents[0] if parents else None
         out.reverse()
-        first = out[0][0] if out else None
+        self._validate([rec for rec, _ in out])
+        return out
+
+    def _validate(self, records: list[Record]) -> None:
+        """The records read are a chain: a plan (LSN 1) or checkpoint first, LSNs
+        dense and in order, every closing closes an earlier open intent."""
+        first = records[0] if records else None
         if not isinstance(first, (Plan, Checkpoint)):
             raise CorruptLog(
                 f"log {self.ref_name}: the chain does not start with a plan or checkpoint",
@@ -163,15 +215,14 @@ class Chain:
             )
         if isinstance(first, Plan) and first.lsn != 1:
             raise CorruptLog(f"log {self.ref_name}: the plan is not LSN 1", UNTRUSTED)
-        for i, (rec, _) in enumerate(out, start=first.lsn):
+        for i, rec in enumerate(records, start=first.lsn):
             if rec.lsn != i:
                 raise CorruptLog(
                     f"log {self.ref_name}: expected LSN {i}, found {rec.lsn} "
                     "(a record is missing, duplicated or out of order)",
                     "the chain was rewritten outside gitwal; do not resume from it",
                 )
-        self._check_closings([rec for rec, _ in out])
-        return out
+        self._check_closings(records)
 
     def _check_closings(self, records: list[Record]) -> None:
         """Every commit/abort closes an earlier intent of the records read, once.
@@ -303,3 +354,39 @@ class Chain:
             f"log {self.ref_name}: commit {oid[:12]}: {why}",
             UNTRUSTED,
         )
+
+
+class _Segments:
+    """The segments this process read, by (repository, run, head commit).
+
+    A commit id names its whole chain, so a kept segment is exact for its head
+    and is never invalidated: an append, a compaction or a repair moves the
+    ref to another commit, which is another key. Only the newest
+    :data:`SEGMENTS_KEPT` used are kept. Thread-safe: the hook server reads
+    runs from several threads.
+    """
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple[str, str, str], tuple[Record, ...]] = {}
+        self._guard = threading.Lock()
+
+    def get(self, key: tuple[str, str, str]) -> tuple[Record, ...] | None:
+        with self._guard:
+            kept = self._kept.pop(key, None)
+            if kept is not None:
+                self._kept[key] = kept  # now the newest used
+            return kept
+
+    def put(self, key: tuple[str, str, str], records: list[Record]) -> None:
+        with self._guard:
+            self._kept.pop(key, None)
+            self._kept[key] = tuple(records)
+            while len(self._kept) > SEGMENTS_KEPT:
+                del self._kept[next(iter(self._kept))]  # the least recently used
+
+    def clear(self) -> None:
+        with self._guard:
+            self._kept.clear()
+
+
+_SEGMENTS = _Segments()

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gitwal.agents import claude
+from gitwal.agents import claude, plugin_client
 from gitwal.mcp.config import mcp_json_document
 
 from .test_agent_payloads import claude_run, claude_tool, wal_log
@@ -23,8 +23,8 @@ def test_the_plugin_declares_the_installed_hooks() -> None:
     assert manifest["name"] == "gitwal"
     hooks = json.loads((PLUGIN / "hooks" / "hooks.json").read_text())["hooks"]
     assert hooks == claude.groups(COMMAND)
-    client = Path(claude.__file__).with_name("client.py")
-    assert (PLUGIN / "scripts" / "gitwal_client.py").read_bytes() == client.read_bytes()
+    # The client is generated from the package's (`python -m gitwal.agents.plugin_client`).
+    assert (PLUGIN / "scripts" / "gitwal_client.py").read_text() == plugin_client.generate()
     # ... and registers the MCP server exactly as `git wal install claude --mcp` does.
     assert json.loads((PLUGIN / ".mcp.json").read_text()) == mcp_json_document()
 

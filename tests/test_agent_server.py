@@ -9,11 +9,13 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -104,6 +106,21 @@ def test_the_client_starts_a_private_server_and_logs_through_it(repo: Path,
     edit_round(repo, cmd, "toolu_2", "bye", "ciao")
     assert server_pid(rundir) == pid  # the same server answered
     assert statuses(repo) == ["committed", "committed"]
+
+
+def test_the_plugins_copy_of_the_client_talks_to_the_same_server(repo: Path,
+                                                                 rundir: Path) -> None:
+    # One file, framing.py inlined (`python -m gitwal.agents.plugin_client`).
+    copy = Path(__file__).resolve().parent.parent / "hooks/claude-code/scripts/gitwal_client.py"
+    cmd = f"{shlex.quote(sys.executable)} -S -E {shlex.quote(str(copy))} claude --git-wal {GIT_WAL}"
+    edit = {"file_path": str(repo / "README"), "old_string": "hello", "new_string": "bye"}
+    for event in ("PreToolUse", "PostToolUse"):
+        r = hook(repo, cmd, claude_tool(repo, event, "Edit", edit, "toolu_1"))
+        assert (r.returncode, r.stderr) == (0, "")  # answered by the server, not in process
+        if event == "PreToolUse":
+            pid = server_pid(rundir)
+            (repo / "README").write_text("bye\n")
+    assert server_pid(rundir) == pid and statuses(repo) == ["committed"]
 
 
 @pytest.mark.slow

@@ -16,12 +16,10 @@ non-blocking error.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from . import edits
+from . import common, edits
 from .call import Call
 from .engine import (
     Action,
@@ -30,7 +28,6 @@ from .engine import (
     FileStep,
     Ignore,
     PreCompact,
-    Reply,
     SessionStart,
     ShellStep,
     TurnEnd,
@@ -66,18 +63,12 @@ EVENTS: dict[str, str | None] = {
 }
 TIMEOUTS = {"SessionStart": 120, "PreCompact": 120}  # seconds; others: DEFAULT_TIMEOUT
 DEFAULT_TIMEOUT = 60
+INSTALL_NOTE = ""
+render = common.render  # Claude Code's reply protocol is the shared one
 
 
 def call_of(payload: Mapping[str, Any]) -> Call:
-    tool = str(payload.get("tool_name") or "")
-    call_id = payload.get("tool_use_id")
-    if not isinstance(call_id, str) or not call_id:
-        # Older payloads lack the id: Pre and Post carry the same input.
-        raw = json.dumps([payload.get("session_id"), tool, payload.get("tool_input")],
-                         sort_keys=True)
-        call_id = "h" + hashlib.sha1(raw.encode()).hexdigest()[:24]
-    agent_id = payload.get("agent_id")
-    return Call(AGENT, tool, call_id, agent_id if isinstance(agent_id, str) else None)
+    return common.call_of(AGENT, payload)
 
 
 def _compute(fn: Any, tool_input: Mapping[str, Any]) -> Any:
@@ -121,22 +112,6 @@ def action(event: str, payload: Mapping[str, Any]) -> Action:
     if event in ("Stop", "SubagentStop"):
         return TurnEnd()
     return Ignore(f"event {event!r} is not handled")
-
-
-def render(event: str, reply: Reply) -> tuple[int, str, str]:
-    """(exit code, stdout, stderr) in Claude Code's hook protocol."""
-    if reply.block is not None:
-        return 2, "", reply.block + "\n"
-    out: dict[str, Any] = {}
-    if reply.context:
-        out["hookSpecificOutput"] = {"hookEventName": event,
-                                     "additionalContext": reply.context}
-    if reply.warning:
-        out["systemMessage"] = reply.warning
-    stdout = json.dumps(out, ensure_ascii=False) + "\n" if out else ""
-    if reply.error:
-        return 1, stdout, reply.error + "\n"
-    return 0, stdout, (reply.warning + "\n") if reply.warning else ""
 
 
 def groups(command: str) -> dict[str, list[dict[str, Any]]]:

@@ -12,9 +12,9 @@ Trust: the socket lives in a directory only this user can enter
 the user, not a symlink); the client refuses a directory or socket that is
 not so, and the server serves only peers of its own uid (SO_PEERCRED).
 
-Wire format (one request per connection): ``GWAL1\\n<agent>\\n<cwd>\\n<n>\\n``
-then n payload bytes; the reply is ``<exit>\\n<n_out>\\n<n_err>\\n`` then the
-stdout and stderr bytes.
+The messages on the socket are framing.py's (the server uses it too): a file
+next to this one, imported as such when this file runs as a script; the Claude
+Code plugin's copy of the client has it inlined (plugin_client.py).
 """
 
 from __future__ import annotations
@@ -25,7 +25,13 @@ import stat
 import sys
 import time
 
-MAGIC = b"GWAL1"
+# -- framing: the plugin's copy has framing.py inlined here (plugin_client.py) --
+if __package__:
+    from .framing import read_reply, request
+else:  # a script (hook_client.py, or this file): framing.py is in sys.path[0]
+    from framing import read_reply, request  # type: ignore[import-not-found,no-redef]
+# -- end of framing --
+
 START_WAIT = 5.0  # seconds to wait for a server this client started
 BLOCKING_EVENTS = ("PreToolUse", "PreCompact", "BeforeTool", "PreCompress")
 
@@ -97,37 +103,14 @@ def check_socket(path: str) -> str | None:
     return None
 
 
-def _recv_exact(s: _socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("the server closed the connection")
-        buf += chunk
-    return bytes(buf)
-
-
-def _recv_line(s: _socket.socket) -> bytes:
-    buf = bytearray()
-    while not buf.endswith(b"\n"):
-        chunk = s.recv(1)
-        if not chunk:
-            raise ConnectionError("the server closed the connection")
-        buf += chunk
-    return bytes(buf[:-1])
-
-
 def ask(path: str, agent: str, cwd: str, payload: bytes) -> tuple[int, bytes, bytes]:
     """One request to the server at ``path`` (raises OSError when unreachable)."""
+    frame = request(agent, cwd, payload)  # a FrameError (ValueError) before connecting
     s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         s.connect(path)
-        s.sendall(b"%s\n%s\n%s\n%d\n" % (MAGIC, agent.encode(), os.fsencode(cwd),
-                                         len(payload)) + payload)
-        code = int(_recv_line(s))
-        n_out = int(_recv_line(s))
-        n_err = int(_recv_line(s))
-        return code, _recv_exact(s, n_out), _recv_exact(s, n_err)
+        s.sendall(frame)
+        return read_reply(s)
     finally:
         s.close()
 

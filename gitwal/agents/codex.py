@@ -21,10 +21,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import WalError
-from . import apply_patch
+from . import apply_patch, common
 from .call import Call
-from .claude import call_of as claude_call
-from .claude import render
 from .engine import (
     Action,
     Close,
@@ -52,16 +50,18 @@ EVENTS: dict[str, str | None] = {
 TIMEOUT = 60  # seconds
 CLOSING = ("PostToolUse",)
 BLOCKING = ("PreToolUse", "PreCompact")
+ASYNC_CLOSE: tuple[str, ...] = ()  # every closing hook is synchronous
+render = common.render  # Codex follows Claude Code's reply protocol
 INSTALL_NOTE = ("Codex runs these hooks while its hooks feature is on (the default in "
                 "current releases; older ones need `[features] codex_hooks = true` in "
                 "~/.codex/config.toml).")
 
-__all__ = ["AGENT", "PREFIX", "action", "groups", "render"]
+__all__ = ["AGENT", "ASYNC_CLOSE", "BLOCKING", "CLOSING", "EVENTS", "INSTALL_NOTE", "PREFIX",
+           "action", "call_of", "groups", "render"]
 
 
 def call_of(payload: Mapping[str, Any]) -> Call:
-    c = claude_call(payload)
-    return Call(AGENT, c.tool, c.call_id, c.thread)
+    return common.call_of(AGENT, payload)
 
 
 def _text(tool_input: Mapping[str, Any]) -> str:

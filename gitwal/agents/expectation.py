@@ -19,7 +19,7 @@ import pygit2
 from .. import secrets
 from ..display import safe
 from ..errors import PathRefused, WalError
-from ..ids import ABSENT, CommitId, Lsn, TreeId
+from ..ids import ABSENT, Lsn, TreeId
 from ..ledger import EXPLAINED, Ledger, fold
 from ..records import Abort, Commit, Intent, Record, Unlogged
 from ..run import Run
@@ -28,23 +28,17 @@ from ..store import Ref
 from ..worktree import MODE_GITLINK, MODE_TREE, blob_id
 
 
-@dataclass
-class Pending:
-    """The segment as read under the run lock, plus what one call appends."""
+@dataclass(frozen=True)
+class Staged:
+    """A record a look at the tree wants appended, and the objects it names (the
+    append keeps them reachable). The caller appends it; nothing here does."""
 
-    head: CommitId
-    records: list[Record]
-    pending: list[tuple[Record, list[Ref]]]
+    record: Record
+    refs: tuple[Ref, ...] = ()
 
-    @property
-    def next_lsn(self) -> Lsn:
-        return Lsn(self.records[-1].lsn + len(self.pending) + 1)
 
-    def add(self, record: Record, refs: Sequence[Ref] = ()) -> None:
-        self.pending.append((record, list(refs)))
-
-    def all(self) -> list[Record]:
-        return self.records + [r for r, _ in self.pending]
+def _next_lsn(records: Sequence[Record]) -> Lsn:
+    return Lsn(records[-1].lsn + 1)
 
 
 def _refuse_undecodable(paths: Sequence[str]) -> None:
@@ -78,14 +72,16 @@ class Expectation:
         states ``unlogged`` records found; other paths as in the base tree."""
         return fold(self.wt, records, EXPLAINED)
 
-    def notice(self, state: Pending, noticed: str, paths: Sequence[str] = (),
-                snapshot: TreeId | None = None) -> None:
-        """Append an ``unlogged`` record for whatever differs from the expectation.
+    def notice(self, records: Sequence[Record], noticed: str, paths: Sequence[str] = (),
+               snapshot: TreeId | None = None) -> list[Staged]:
+        """An ``unlogged`` record for whatever differs from the expectation of
+        ``records`` (the segment with what the caller is about to append after
+        it; the record takes the next LSN), or nothing when all is as expected.
 
         Checks the paths the log knows and ``paths`` by reading them; with a
         snapshot (or ``full_check``), every path of the tree as well.
         """
-        ledger = self.ledger(state.all())
+        ledger = self.ledger(list(records))
         expect = ledger.expected()
         base = ledger.require_base()
         if snapshot is None and self.full_check:
@@ -115,13 +111,13 @@ class Expectation:
                 if have != want:
                     found[path] = (want, have, [] if have == ABSENT else [Ref(have)])
         if not found:
-            return
+            return []
         paths_ = sorted(found)
         _refuse_undecodable(paths_)
-        state.add(Unlogged(
-            self.run_id, state.next_lsn, tuple(paths_),
+        return [Staged(Unlogged(
+            self.run_id, _next_lsn(records), tuple(paths_),
             tuple(found[p][0] for p in paths_), tuple(found[p][1] for p in paths_), noticed,
-        ), [r for p in paths_ for r in found[p][2]])
+        ), tuple(r for p in paths_ for r in found[p][2]))]
 
     def _not_secret(self, paths: list[str], base: TreeId,
                     snapshot: TreeId | None) -> list[str]:
@@ -160,30 +156,30 @@ class Expectation:
         oid = self.store.put_blob(data)
         return oid, [Ref(oid)]
 
-    def settle(self, state: Pending, intent: Intent, why: str) -> None:
-        """Close ``intent`` from what the tree shows, never writing the tree."""
-        lsn = state.next_lsn
+    def settle(self, records: Sequence[Record], intent: Intent, why: str) -> list[Staged]:
+        """What closes ``intent`` (open at the end of ``records``) from what the
+        tree shows, and an ``unlogged`` record of what differs; never writes the tree."""
+        lsn = _next_lsn(records)
         if intent.tool == "exec":
             snap = self.wt.snapshot(self.run_id)
             changed = self.wt.changed_paths(TreeId(intent.pre[0]), snap)
             if not changed:
-                state.add(Abort(self.run_id, lsn, intent.lsn, f"not applied: {why}"))
-                return
-            state.add(Abort(self.run_id, lsn, intent.lsn,
-                            f"{why}; {len(changed)} path(s) changed since its pre tree, "
-                            "recorded as unlogged (not verified)"),
-                      [Ref(snap, is_tree=True)])
-            self.notice(state, f"settling LSN {intent.lsn}: {why}", snapshot=snap)
-            return
+                return [Staged(Abort(self.run_id, lsn, intent.lsn, f"not applied: {why}"))]
+            abort = Staged(Abort(self.run_id, lsn, intent.lsn,
+                                 f"{why}; {len(changed)} path(s) changed since its pre tree, "
+                                 "recorded as unlogged (not verified)"),
+                           (Ref(snap, is_tree=True),))
+            return [abort, *self.notice([*records, abort.record],
+                                        f"settling LSN {intent.lsn}: {why}", snapshot=snap)]
         assert intent.post is not None
         now = tuple(self.wt.state(p) for p in intent.target)
         if now == intent.post:
-            state.add(Commit(self.run_id, lsn, intent.lsn, now,
-                             f"hash==post (settled: {why})", recovered=True))
-        elif now == intent.pre:
-            state.add(Abort(self.run_id, lsn, intent.lsn, f"not applied: {why}"))
-        else:
-            state.add(Abort(self.run_id, lsn, intent.lsn,
-                            f"{why}; found neither the pre- nor the post-image, left as "
-                            "found and recorded as unlogged"))
-            self.notice(state, f"settling LSN {intent.lsn}: {why}", intent.target)
+            return [Staged(Commit(self.run_id, lsn, intent.lsn, now,
+                                  f"hash==post (settled: {why})", recovered=True))]
+        if now == intent.pre:
+            return [Staged(Abort(self.run_id, lsn, intent.lsn, f"not applied: {why}"))]
+        abort = Staged(Abort(self.run_id, lsn, intent.lsn,
+                             f"{why}; found neither the pre- nor the post-image, left as "
+                             "found and recorded as unlogged"))
+        return [abort, *self.notice([*records, abort.record],
+                                    f"settling LSN {intent.lsn}: {why}", intent.target)]

@@ -24,10 +24,10 @@ this module never restores a path: the agent owns its effects.
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import pygit2
@@ -40,7 +40,6 @@ from ..records import (
     REPLAY_SAFE,
     REPLAY_UNSAFE,
     Abort,
-    Checkpoint,
     Commit,
     Intent,
     Record,
@@ -50,7 +49,7 @@ from ..run import Run
 from ..store import Ref
 from ..worktree import MODE_TREE
 from .call import Call, Outcome
-from .expectation import Expectation, Pending
+from .expectation import Expectation, Staged
 
 Content = bytes | None  # None: the path does not exist
 Compute = Callable[[tuple[Content, ...]], tuple[Content, ...]]
@@ -58,6 +57,31 @@ Compute = Callable[[tuple[Content, ...]], tuple[Content, ...]]
 # Seconds between looks at a step whose closing hook is awaited. Short: with
 # background closing hooks the next call usually waits a few milliseconds only.
 POLL = 0.005
+
+
+@dataclass
+class Pending:
+    """The segment as read under the run lock, plus what one call appends
+    (in one append, when the call's work is done)."""
+
+    head: CommitId
+    records: list[Record]
+    pending: list[tuple[Record, list[Ref]]]
+
+    @property
+    def next_lsn(self) -> Lsn:
+        return Lsn(self.records[-1].lsn + len(self.pending) + 1)
+
+    def add(self, record: Record, refs: Sequence[Ref] = ()) -> None:
+        self.pending.append((record, list(refs)))
+
+    def extend(self, staged: Iterable[Staged]) -> None:
+        """Add what a look at the tree (expectation.py) asked for, in its order."""
+        for s in staged:
+            self.add(s.record, s.refs)
+
+    def all(self) -> list[Record]:
+        return self.records + [r for r, _ in self.pending]
 
 
 class External:
@@ -84,32 +108,21 @@ class External:
             head = self.store.head()
             if head is None:
                 raise UnknownRun(f"no log for run {self.run.id}")
-            state = Pending(head, self._segment(head), [])
+            # The segment at the head we will append to (chain.py keeps the
+            # segments it read: a hook server reads only the appends since).
+            state = Pending(head, self.store.segment(head), [])
             yield state
             if state.pending:
                 refs = {(r.oid, r.is_tree): r for _, rs in state.pending for r in rs}
-                new = self.store.append([r for r, _ in state.pending],
-                                        sorted(refs.values(), key=lambda r: r.oid), head)
-                if not any(isinstance(r, Checkpoint) for r, _ in state.pending):
-                    _remember(self._key(new), state.all())
-
-    def _key(self, head: CommitId) -> tuple[str, str, str]:
-        return (self.repo.path, self.run.id, head)
-
-    def _segment(self, head: CommitId) -> list[Record]:
-        """The segment ending at ``head``. A hook server handles many calls of a
-        run: it keeps the segments it read or appended, by head commit (which
-        names its whole chain, so a kept segment is exact), and reads the log
-        again only when someone else appended."""
-        with _SEGMENTS_GUARD:
-            kept = _SEGMENTS.get(self._key(head))
-        if kept is not None:
-            return list(kept)
-        records = self.store.segment()
-        _remember(self._key(head), records)
-        return records
+                self.store.append([r for r, _ in state.pending],
+                                  sorted(refs.values(), key=lambda r: r.oid), head)
 
     # -- the log's expectation -------------------------------------------------
+
+    def _notice(self, state: Pending, noticed: str, paths: Sequence[str] = (),
+                snapshot: TreeId | None = None) -> None:
+        """Add an ``unlogged`` record of whatever differs from the expectation."""
+        state.extend(self.look.notice(state.all(), noticed, paths, snapshot))
 
     def _open(self, records: list[Record]) -> Intent | None:
         last = records[-1]
@@ -134,7 +147,7 @@ class External:
             raise _WaitFor(open_.lsn)
         what = "no closing hook came before the next call" if tag else (
             "left open by an interrupted process")
-        self.look.settle(state, open_, what)
+        state.extend(self.look.settle(state.all(), open_, what))
 
     def closing_may_come(self, intent: Intent) -> bool:
         """Whether the closing hook of an open file step is still to be expected
@@ -204,7 +217,7 @@ class External:
             already = self._open_for(state.records, call)
             if already is not None:  # a retried hook: the intent is durable already
                 return Outcome((), already)
-            self.look.notice(state, call.who(event), paths)
+            self._notice(state, call.who(event), paths)
             pre_data: list[Content] = []
             modes: list[int] = []
             for p in paths:
@@ -246,7 +259,7 @@ class External:
             if already is not None:
                 return Outcome((), already)
             snap = self.wt.snapshot(self.run.id)
-            self.look.notice(state, call.who(event), snapshot=snap)
+            self._notice(state, call.who(event), snapshot=snap)
             lsn = state.next_lsn
             args: dict[str, Any] = {"argv": list(argv), AGENT_ARG: call.tag()}
             if cwd is not None:
@@ -279,7 +292,7 @@ class External:
                 snap = None
                 if not paths:
                     snap = self.wt.snapshot(self.run.id)
-                self.look.notice(state, f"{call.who(event)} ({why})", paths, snapshot=snap)
+                self._notice(state, f"{call.who(event)} ({why})", paths, snapshot=snap)
                 pending = tuple(r for r, _ in state.pending)
                 return Outcome(pending, intent)
             assert intent is not None
@@ -324,7 +337,7 @@ class External:
                                       "and recorded as unlogged" if changed else "")),
                       [Ref(snap, is_tree=True)])
             if changed:
-                self.look.notice(state, f"{call.who(event)} (changes of the failed call)",
+                self._notice(state, f"{call.who(event)} (changes of the failed call)",
                              snapshot=snap)
             return
         now = tuple(self.wt.state(p) for p in intent.target)
@@ -332,7 +345,7 @@ class External:
                  if now == intent.post else "changed, left as found")
         state.add(Abort(self.run.id, state.next_lsn, intent.lsn, f"{reason}; found {found}"))
         if now != intent.pre:
-            self.look.notice(state, f"{call.who(event)} (changes of the failed call)",
+            self._notice(state, f"{call.who(event)} (changes of the failed call)",
                          intent.target)
 
     def settle(self, event: str, wait: float = 0.0, keep_in_doubt: bool = False) -> Outcome:
@@ -351,7 +364,7 @@ class External:
         call = Call("gitwal", event, "", "settle")  # matches no intent, no thread
 
         def body(state: Pending) -> Outcome:
-            self.look.notice(state, f"{event} check")
+            self._notice(state, f"{event} check")
             return Outcome(())
 
         return self._locked(call, event, wait, body)
@@ -361,21 +374,9 @@ class External:
         (its agent may be writing its targets right now): a background check."""
         with self._state() as state:
             if self._open(state.records) is None:
-                self.look.notice(state, noticed, snapshot=self.wt.snapshot(self.run.id))
+                self._notice(state, noticed, snapshot=self.wt.snapshot(self.run.id))
             pending = tuple(r for r, _ in state.pending)
         return Outcome(pending)
-
-
-_SEGMENTS: dict[tuple[str, str, str], tuple[Record, ...]] = {}
-_SEGMENTS_GUARD = threading.Lock()  # the hook server serves runs from several threads
-SEGMENTS_KEPT = 16
-
-
-def _remember(key: tuple[str, str, str], records: list[Record]) -> None:
-    with _SEGMENTS_GUARD:
-        _SEGMENTS[key] = tuple(records)
-        while len(_SEGMENTS) > SEGMENTS_KEPT:
-            del _SEGMENTS[next(iter(_SEGMENTS))]  # the oldest (dicts keep insertion order)
 
 
 class _WaitFor(Exception):

@@ -25,9 +25,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import ToolRefused
+from . import common
 from .call import Call
-from .claude import call_of as claude_call
-from .claude import render
 from .edits import replace
 from .engine import (
     Action,
@@ -56,15 +55,18 @@ EVENTS: dict[str, str | None] = {
 TIMEOUT_MS = 60000
 CLOSING = ("AfterTool",)
 BLOCKING = ("BeforeTool",)
+ASYNC_CLOSE: tuple[str, ...] = ()  # every closing hook is synchronous
+render = common.render  # Gemini CLI follows Claude Code's reply protocol
 INSTALL_NOTE = ("Gemini CLI runs these hooks when hooks are enabled in its settings "
                 "(`\"hooks\": {\"enabled\": true}` in releases that still gate them).")
 
-__all__ = ["AGENT", "PREFIX", "action", "groups", "render"]
+__all__ = ["AGENT", "ASYNC_CLOSE", "BLOCKING", "CLOSING", "EVENTS", "INSTALL_NOTE", "PREFIX",
+           "action", "call_of", "groups", "render"]
 
 
 def call_of(payload: Mapping[str, Any]) -> Call:
-    c = claude_call(payload)  # no tool_use_id: a digest of session, tool and input
-    return Call(AGENT, c.tool, c.call_id, None)
+    # No tool_use_id: a digest of session, tool and input; no subagent threads.
+    return common.call_of(AGENT, payload, threads=False)
 
 
 def post_image(tool: str, pre: bytes | None, tool_input: Mapping[str, Any],

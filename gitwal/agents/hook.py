@@ -2,32 +2,25 @@
 
 This is the simple, always-correct path (``git wal hook AGENT``); the fast
 path (client.py, server.py) runs the same function in a long-lived process.
+Adapters are reached through their contract (adapter.py).
 """
 
 from __future__ import annotations
 
-import importlib
 import json
-from types import ModuleType
 from typing import Any
 
+from .adapter import AGENTS, Adapter, adapter
 from .engine import Reply, Session, perform
 from .external import External
 
-AGENTS = ("claude", "codex", "gemini")
-
-
-def adapter(agent: str) -> ModuleType:
-    """The adapter module of ``agent`` (imported on demand: one per hook call)."""
-    if agent not in AGENTS:
-        raise KeyError(agent)
-    return importlib.import_module(f"{__package__}.{agent}")
+__all__ = ["AGENTS", "Adapter", "adapter", "check_after", "run_hook"]
 
 
 def run_hook(agent: str, data: bytes, event: str | None = None,
              cwd: str | None = None, served: bool = False) -> tuple[int, str, str]:
     """Handle one hook call of ``agent``; ``event`` defaults to the payload's."""
-    mod = adapter(agent)
+    a = adapter(agent)
     try:
         payload: Any = json.loads(data.decode("utf-8") or "{}")
     except (UnicodeDecodeError, ValueError) as e:
@@ -36,27 +29,29 @@ def run_hook(agent: str, data: bytes, event: str | None = None,
     if not isinstance(payload, dict):
         name = event or "?"
         problem = locals().get("problem") or "gitwal: the hook input is not a JSON object"
-        blocks = name in getattr(mod, "BLOCKING", ("PreToolUse",))
-        return _render(mod, name, Reply(block=problem) if blocks else Reply(error=problem))
+        blocks = name in a.BLOCKING
+        return a.render(name, Reply(block=problem) if blocks else Reply(error=problem))
     name = event or str(payload.get("hook_event_name") or "")
-    action = mod.action(name, payload)
-    session = Session.open(payload.get("cwd") if isinstance(payload.get("cwd"), str)
-                           else cwd, mod.AGENT, mod.PREFIX, str(payload.get("session_id") or ""),
-                           served, frozenset(getattr(mod, "ASYNC_CLOSE", ())))
+    action = a.action(name, payload)
+    session = _session(a, payload, cwd, served)
     if session is None:
-        return _render(mod, name, Reply())  # not in a git working tree: nothing to log
-    return _render(mod, name, perform(session, action, name))
+        return a.render(name, Reply())  # not in a git working tree: nothing to log
+    return a.render(name, perform(session, action, name))
 
 
-def _render(mod: ModuleType, event: str, reply: Reply) -> tuple[int, str, str]:
-    code, out, err = mod.render(event, reply)
-    return int(code), str(out), str(err)
+def _session(a: Adapter, payload: dict[str, Any], cwd: str | None,
+             served: bool) -> Session | None:
+    """The session of a payload: its ``cwd`` (else ``cwd``) and ``session_id``."""
+    where = payload.get("cwd")
+    return Session.open(where if isinstance(where, str) else cwd, a.AGENT, a.PREFIX,
+                        str(payload.get("session_id") or ""), served,
+                        frozenset(a.ASYNC_CLOSE))
 
 
 def check_after(agent: str, data: bytes, cwd: str | None = None) -> None:
     """After a closing hook the server has answered: compare the whole tree with
     the log's expectation, off the agent's critical path (docs/agents.md)."""
-    mod = adapter(agent)
+    a = adapter(agent)
     try:
         payload = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
@@ -64,12 +59,10 @@ def check_after(agent: str, data: bytes, cwd: str | None = None) -> None:
     if not isinstance(payload, dict):
         return
     event = str(payload.get("hook_event_name") or "")
-    if event not in getattr(mod, "CLOSING", ()):
+    if event not in a.CLOSING:
         return
-    session = Session.open(payload.get("cwd") if isinstance(payload.get("cwd"), str)
-                           else cwd, mod.AGENT, mod.PREFIX, str(payload.get("session_id") or ""),
-                           served=True)
+    session = _session(a, payload, cwd, served=True)
     if session is None or session.config.tree_check != "auto" or not session.exists():
         return
     run = session.wal.run(session.run_id)
-    External(run, full_check=True).check(f"{mod.AGENT} tree check after {event}")
+    External(run, full_check=True).check(f"{a.AGENT} tree check after {event}")

@@ -2,8 +2,8 @@
 
 Python compiles the script it is given on every start but imports modules
 from their cached bytecode, so the client (client.py, imported from this
-directory: the script's own directory is ``sys.path[0]``) costs no compile
-per hook call.
+directory: the script's own directory is ``sys.path[0]``, and framing.py,
+which it imports from there) costs no compile per hook call.
 """
 
 import sys

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from ..errors import WalError
-from . import client
+from . import client, framing
 from .hook import check_after, run_hook
 
 IDLE = 900.0  # seconds without a request before the server exits
@@ -50,15 +50,6 @@ def code_fingerprint() -> tuple[tuple[str, int], ...]:
 def peer_uid(conn: socket.socket) -> int:
     raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
     return int(_UCRED.unpack(raw)[1])
-
-
-def _read_request(conn: socket.socket) -> tuple[str, str, bytes]:
-    if client._recv_line(conn) != client.MAGIC:
-        raise ValueError("not a gitwal hook request")
-    agent = client._recv_line(conn).decode()
-    cwd = os.fsdecode(client._recv_line(conn))
-    n = int(client._recv_line(conn))
-    return agent, cwd, client._recv_exact(conn, n)
 
 
 def idle_of(gitdir: str) -> float:
@@ -110,15 +101,14 @@ class Server:
                 if code_fingerprint() != self.code:
                     self.stale = True
                     return  # the client runs the hook itself and starts a new server
-                agent, cwd, payload = _read_request(conn)
+                agent, cwd, payload = framing.read_request(conn)
                 try:
                     code, out, err = run_hook(agent, payload, None, cwd, served=True)
                 except Exception as e:  # the in-process hook would refuse too
                     code, out = 2, ""
                     err = (f"gitwal: internal error in the {agent} hook server: "
                            f"{type(e).__name__}: {e}\n")
-                o, r = out.encode(), err.encode()
-                conn.sendall(b"%d\n%d\n%d\n" % (code, len(o), len(r)) + o + r)
+                conn.sendall(framing.reply(code, out.encode(), err.encode()))
                 conn.close()  # the agent goes on; the tree check below is ours
                 self.check(agent, payload, cwd, seq)
             except (OSError, ValueError):

@@ -1,0 +1,115 @@
+"""Reading a run's segment (gitwal/chain.py): the segments a process read are kept
+by head commit, so a later read walks only the appends made since, and gives
+exactly what a read from scratch gives, damage included."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from gitwal import chain
+from gitwal.chain import Chain
+from gitwal.errors import CorruptLog
+from gitwal.ids import CommitId, Lsn, RunId
+from gitwal.records import Checkpoint, Plan, Record
+
+from .conftest import git, ok
+
+RUN = "r1"
+REF = f"refs/wal/{RUN}"
+
+
+@pytest.fixture(autouse=True)
+def fresh() -> None:
+    chain._SEGMENTS.clear()
+
+
+def reader(repo: Path) -> Chain:
+    return Chain(pygit2.Repository(str(repo)), RunId(RUN))
+
+
+def from_scratch(repo: Path) -> list[Record]:
+    chain._SEGMENTS.clear()
+    try:
+        return reader(repo).segment()
+    finally:
+        chain._SEGMENTS.clear()
+
+
+def count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The append commits whose records are decoded from now on."""
+    seen: list[str] = []
+    real = Chain._commit_records
+
+    def counted(self: Chain, commit: pygit2.Commit) -> list[Record]:
+        seen.append(str(commit.id))
+        return real(self, commit)
+
+    monkeypatch.setattr(Chain, "_commit_records", counted)
+    return seen
+
+
+def test_a_later_read_walks_only_the_new_appends(repo: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    ok(repo, "begin", "--run", RUN, "--task", "t")
+    for line in ("one", "two", "three"):
+        ok(repo, "apply", "ensure-line", "a.txt", line)
+    first = reader(repo).segment()
+    assert [r.lsn for r in first] == list(range(1, 8))
+    reads = count_reads(monkeypatch)
+    assert reader(repo).segment() == first and reads == []  # kept: nothing decoded
+    ok(repo, "apply", "ensure-line", "a.txt", "four")  # two appends: intent, commit
+    new = [git(repo, "rev-parse", rev).strip() for rev in (REF, f"{REF}~1")]
+    again = reader(repo).segment()
+    assert reads == new  # the new appends only, newest first
+    assert again == from_scratch(repo) and [r.lsn for r in again] == list(range(1, 10))
+
+
+def test_a_segment_starts_at_the_newest_checkpoint(repo: Path) -> None:
+    ok(repo, "begin", "--run", RUN, "--task", "t")
+    ok(repo, "apply", "ensure-line", "a.txt", "one")
+    assert isinstance(reader(repo).segment()[0], Plan)
+    cp = json.loads(ok(repo, "checkpoint", "--json"))["lsn"]
+    ok(repo, "apply", "ensure-line", "a.txt", "two")
+    records = reader(repo).segment()
+    assert isinstance(records[0], Checkpoint) and records[0].lsn == cp
+    assert records == from_scratch(repo)
+
+
+def test_a_forged_append_on_a_kept_segment_is_refused(repo: Path) -> None:
+    ok(repo, "begin", "--run", RUN, "--task", "t")
+    ok(repo, "apply", "ensure-line", "a.txt", "one")  # LSN 2, 3
+    kept = reader(repo).segment()
+    # An append written outside gitwal: a record that skips LSN 4.
+    raw = json.loads(git(repo, "cat-file", "blob", f"{REF}:000000000003.json"))
+    raw["lsn"], raw["intent"] = 5, 2
+    record = json.dumps(raw, sort_keys=True, separators=(",", ":")).encode()
+    blob_id = git(repo, "hash-object", "-w", "--stdin", input=record).strip()
+    tree = git(repo, "mktree", input=f"100644 blob {blob_id}\t000000000005.json\n".encode())
+    forged = subprocess.run(["git", "commit-tree", tree.strip(), "-p", REF, "-m", "wal 5"],
+                            cwd=repo, env=os.environ, check=True, capture_output=True,
+                            text=True).stdout.strip()
+    git(repo, "update-ref", REF, forged)
+    with pytest.raises(CorruptLog, match="expected LSN 4, found 5"):
+        reader(repo).segment()  # on top of the kept segment
+    with pytest.raises(CorruptLog, match="expected LSN 4, found 5"):
+        from_scratch(repo)
+    # The segment of the head it was forged on is still the one read before.
+    parent = CommitId(git(repo, "rev-parse", f"{REF}~1").strip())
+    assert reader(repo).segment(parent) == kept
+
+
+def test_only_the_newest_used_segments_are_kept() -> None:
+    kept = chain._Segments()
+    plan = Plan(RunId("r"), Lsn(1), "t", "c" * 40, "main")
+    for i in range(chain.SEGMENTS_KEPT):
+        kept.put(("repo", "r", str(i)), [plan])
+    assert kept.get(("repo", "r", "0")) == (plan,)  # used: now the newest
+    kept.put(("repo", "r", "new"), [plan])
+    assert kept.get(("repo", "r", "1")) is None  # the least recently used went
+    assert kept.get(("repo", "r", "0")) == (plan,) and kept.get(("repo", "r", "new"))
