@@ -15,6 +15,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .errors import WalError
+from .version import VERSION
 
 if TYPE_CHECKING:
     from .prompt import render
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from .wal import RunInfo, Status, Wal
 
 __all__ = ["Report", "Run", "RunInfo", "Status", "StepResult", "Wal", "WalError", "render"]
-__version__ = "0.1.0"
+__version__ = VERSION
 
 # Loaded on first use: `import gitwal.<module>` must not pay for pygit2 when
 # that module does not need it (agent hook clients, `--help`).

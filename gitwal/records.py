@@ -6,6 +6,7 @@ codec.py.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -180,3 +181,17 @@ def agent_tag(intent: Intent) -> dict[str, Any] | None:
 def is_miss(intent: Intent, commit: Commit) -> bool:
     """A commit that recorded a post other than the predicted one (agent steps only)."""
     return intent.post is not None and commit.post != intent.post
+
+
+# What an agent exports to the commands its shell tool runs: a process that
+# sees it runs inside one of that agent's tool calls. (Codex exports nothing
+# of the kind.)
+AGENT_ENV = (("CLAUDECODE", "claude-code"), ("GEMINI_CLI", "gemini-cli"))
+
+
+def calling_agent(env: Mapping[str, str]) -> str | None:
+    """The agent (as ``args.agent.name`` names it) whose tool call runs this process."""
+    for var, name in AGENT_ENV:
+        if env.get(var, "") not in ("", "0"):
+            return name
+    return None

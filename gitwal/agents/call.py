@@ -7,23 +7,9 @@ Kept apart from the step logic (agents/external.py) so that readers of records
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..records import Intent, Record
-
-# What an agent exports to the commands its shell tool runs: a process that
-# sees it runs inside one of that agent's tool calls. (Codex exports nothing
-# of the kind.)
-AGENT_ENV = (("CLAUDECODE", "claude-code"), ("GEMINI_CLI", "gemini-cli"))
-
-
-def calling_agent(env: Mapping[str, str]) -> str | None:
-    """The agent (as ``args.agent.name`` names it) whose tool call runs this process."""
-    for var, name in AGENT_ENV:
-        if env.get(var, "") not in ("", "0"):
-            return name
-    return None
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,9 @@ import sys
 
 import click
 
-from ..agents.call import calling_agent
 from ..errors import EXIT_IN_DOUBT
 from ..prompt import render
+from ..records import calling_agent
 from ..wal import Wal
 from . import emit_json, handled
 from .options import JSON, RUN

@@ -28,11 +28,10 @@ from typing import Any
 import pygit2
 
 from .. import checkpoint as cp
-from ..agents.call import calling_agent
 from ..errors import StepFailed, ToolRefused, UnknownRun, WalError
 from ..ids import CommitId, Lsn, RunId, TreeId
 from ..prompt import render
-from ..records import Abort, Commit, Intent, Record
+from ..records import Abort, Commit, Intent, Record, calling_agent
 from ..run import Run, StepResult
 from ..wal import Wal
 

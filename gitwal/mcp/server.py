@@ -20,7 +20,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from .. import __version__
+from ..version import VERSION
 from .host import Host, Reply, isolate_stderr
 
 INSTRUCTIONS = """\
@@ -58,7 +58,7 @@ def _result(reply: Reply) -> CallToolResult:
 
 def build(host: Host) -> MCPServer[Any]:
     """The server with every tool registered against ``host``."""
-    server: MCPServer[Any] = MCPServer(name="gitwal", version=__version__,
+    server: MCPServer[Any] = MCPServer(name="gitwal", version=VERSION,
                                        instructions=INSTRUCTIONS, log_level="WARNING")
 
     def tool(title: str, *, read_only: bool = False, destructive: bool = True,
