@@ -78,7 +78,7 @@ def install_(agent: str, scope: str, in_process: bool, with_mcp: bool, as_json: 
         added = merge_mcp_json(mcp_file)
         changes.append(inst.Change(".mcp.json gitwal server", "added" if added else "unchanged"))
     _show(t, changes, as_json)
-    note = getattr(adapter(agent), "INSTALL_NOTE", "")
+    note = adapter(agent).INSTALL_NOTE
     if note and not as_json:
         click.echo(note)
 
@@ -115,7 +115,7 @@ def hook(agent: str, event: str | None) -> None:
         err = (f"gitwal: internal error in the {agent} hook: {type(e).__name__}: {e}; "
                "the call was refused (report it; `git config wal.agent.failOpen true` "
                "lets calls through meanwhile)\n")
-        blocking = getattr(adapter(agent), "BLOCKING", ("PreToolUse", "PreCompact"))
+        blocking = adapter(agent).BLOCKING
         if event not in blocking and b'"PreToolUse"' not in data and b'"PreCompact"' not in data:
             code = 1
     sys.stdout.write(out)
