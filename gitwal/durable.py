@@ -108,6 +108,15 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644, tag: str = "w") -> 
     For gitwal's own files; working-tree paths go through :func:`write_at`."""
     if crash_due("mid-write"):
         _torn_write(path, data)
+    place(path, data, mode, tag)
+    fsync_dir(path.parent)
+
+
+def place(path: Path, data: bytes, mode: int = 0o644, tag: str = "w") -> None:
+    """:func:`atomic_write` without the fsync of the directory, for a writer
+    that places several files in one directory and then syncs it once (the
+    packs of appends, packwrite.py): the file's bytes are durable, its name
+    only after the caller's :func:`fsync_dir`."""
     tmp = path.with_name(temp_name(path.name, tag))
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                  0o600)
@@ -120,7 +129,6 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644, tag: str = "w") -> 
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    fsync_dir(path.parent)
 
 
 def open_dir_at(dir_fd: int, name: str) -> int:

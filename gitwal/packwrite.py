@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .durable import fsync_dir, temp_name
+from .durable import fsync_dir, place
 
 COMMIT, TREE, BLOB = "commit", "tree", "blob"
 _TYPE_CODE = {COMMIT: 1, TREE: 2, BLOB: 3}
@@ -140,24 +140,6 @@ def pack_bytes(objects: Sequence[RawObject]) -> tuple[bytes, bytes, list[str]]:
     return bytes(pack), bytes(idx), list(seen)
 
 
-def _write_file(directory: Path, name: str, data: bytes) -> None:
-    tmp = directory / temp_name(name, "p")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o444)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(tmp, directory / name)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def _intact(pack: Path, size: int, idx: Path) -> bool:
     """Whether the same pack (its name is its checksum) is there in full already."""
     try:
@@ -184,8 +166,8 @@ def write_kept_pack(objects_dir: Path, objects: Sequence[RawObject]) -> str:
         finally:
             os.close(fd)
     if not _intact(directory / f"{name}.pack", len(pack), directory / f"{name}.idx"):
-        _write_file(directory, f"{name}.pack", pack)
-        _write_file(directory, f"{name}.idx", idx)
+        place(directory / f"{name}.pack", pack, 0o444, "p")
+        place(directory / f"{name}.idx", idx, 0o444, "p")
     fsync_dir(directory)
     return name
 
