@@ -287,11 +287,16 @@ class Chain:
         one a concurrent prune can hit; cheap: one existence check each)."""
         odb = self.repo.odb
         for entry in commit.tree:
-            if entry.id not in odb:
-                raise CorruptLog(
-                    f"log {self.ref_name}: commit {str(commit.id)[:12]}: object "
-                    f"{str(entry.id)[:12]} ({entry.name}) is missing from the repository",
-                    repair_hint(self.run))
+            if entry.id in odb:
+                continue
+            name = entry.name or ""
+            if name.endswith(".json") and name[:LSN_DIGITS].isdigit():
+                raise CorruptLog(f"{self._where(commit, int(name[:LSN_DIGITS]))}: record "
+                                 "blob is missing or not a blob", repair_hint(self.run))
+            raise CorruptLog(
+                f"log {self.ref_name}: commit {str(commit.id)[:12]}: object "
+                f"{str(entry.id)[:12]} ({name}) is missing from the repository",
+                repair_hint(self.run))
 
     def _commit(self, oid: str | pygit2.Oid) -> pygit2.Commit:
         try:

@@ -148,8 +148,9 @@ def test_action_installs_gitwal_from_its_own_checkout(tmp_path: Path) -> None:
     for name in ("action.yml", "pyproject.toml", "README.md", ".ci/action-verify.sh"):
         (action / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, action / name)
-    shutil.copytree(ROOT / "gitwal", action / "gitwal",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    for package in ("gitwal", "hooks"):  # hooks/ ships as gitwal._hooks
+        shutil.copytree(ROOT / package, action / package,
+                        ignore=shutil.ignore_patterns("__pycache__"))
     # pip builds the action's checkout as on a runner (the build backend comes
     # from the package index); the runtime dependencies are this interpreter's
     # (pygit2, click, ...), seen through a .pth file, but not its gitwal.
