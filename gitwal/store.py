@@ -102,6 +102,7 @@ class Store(ChainSurgery, CommandLocks):
         self._common = common_dir(repo)
         # Signs every append commit when given (signing/signer.py); None: unsigned.
         self.signer = signer
+        self._kept: set[str] = set()  # named objects this store copied into kept packs
         # How long ``locked()`` waits: "config" reads wal.waitTimeout; None waits for ever.
         self.wait_timeout: float | Literal["config"] | None = "config"
         self.notify: Callable[[str], None] = tell  # says who holds the lock while we wait
@@ -167,6 +168,8 @@ class Store(ChainSurgery, CommandLocks):
         exposed: list[str] = []  # named objects packed elsewhere: gc may still drop them
         for r in refs:
             entries.append((f"obj-{r.oid}", MODE_TREE if r.is_tree else MODE_BLOB, r.oid))
+            if r.oid in self._kept:
+                continue  # in a kept pack already (an intent's images, named again by its commit)
             if not gather_loose(self.repo, self._common, self.run, r.oid, r.is_tree, objects):
                 exposed.append(r.oid)
         tree = RawObject(TREE, tree_data(entries))
@@ -181,6 +184,7 @@ class Store(ChainSurgery, CommandLocks):
         except OSError as e:
             raise WalError(f"could not write objects for run {self.run}: {e}",
                            "nothing was appended; run the command again") from e
+        self._kept.update(r.oid for r in refs if r.oid not in exposed)
         crash_point("mid-append")
         oid = pygit2.Oid(hex=commit.oid)
         self._move_ref(oid, expect)
