@@ -8,9 +8,17 @@ from pathlib import Path
 
 import pygit2
 
-from gitwal.codec import encode
 from gitwal.ids import CommitId
-from gitwal.packwrite import BLOB, COMMIT, MODE_BLOB, TREE, RawObject, tree_data, write_kept_pack
+from gitwal.log.packwrite import (
+    BLOB,
+    COMMIT,
+    MODE_BLOB,
+    TREE,
+    RawObject,
+    tree_data,
+    write_kept_pack,
+)
+from gitwal.records.codec import encode
 
 from . import probe
 from .common import QUICK, Stats, disk_use, fmt_ratio, fmt_time, met
@@ -24,7 +32,7 @@ APPENDS = 60 if QUICK else 200  # per contender
 def append_phases(app: GitwalAppend) -> dict[str, float]:
     """One append, mirroring ``Store.append`` with a clock between its phases.
 
-    Keep in step with gitwal/store.py; the total is cross-checked against the
+    Keep in step with gitwal/log/store.py; the total is cross-checked against the
     timed ``Store.append`` in the report.
     """
     store = app.store

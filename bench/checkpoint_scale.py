@@ -21,18 +21,18 @@ from pathlib import Path
 
 import pygit2
 
-import gitwal.store
+import gitwal.log.store
 from gitwal import Wal
 from gitwal.checkpoint import checkpoint
 from gitwal.ids import CommitId, Lsn
-from gitwal.records import Commit, Intent
-from gitwal.store import Ref
+from gitwal.log.store import Ref
+from gitwal.records.model import Commit, Intent
 
 GIT_WAL = str(Path(sys.executable).parent / "git-wal")
 TAIL = 10  # records written after the checkpoint
 
 
-def _step(store: gitwal.store.Store, head: CommitId | None, lsn: int,
+def _step(store: gitwal.log.store.Store, head: CommitId | None, lsn: int,
           oid: str) -> CommitId:
     """One write_file step as a live run records it: intent append, commit append."""
     run = store.run
@@ -53,7 +53,7 @@ def build(root: Path, records: int, with_checkpoint: bool) -> None:
     os.environ.update({k: v for k, v in env.items() if k.startswith("GIT_")})
     # Setup only: skip fsync so a 100k-record chain builds in seconds.
     pygit2.settings.enable_fsync_gitdir(False)
-    gitwal.store.fsync_dir = lambda path: None  # type: ignore[attr-defined]
+    gitwal.log.store.fsync_dir = lambda path: None  # type: ignore[attr-defined]
     run = Wal(root).begin(task="scale")
     store = run.store
     oid = store.put_blob((root / "a.txt").read_bytes())

@@ -28,11 +28,11 @@ from pathlib import Path
 
 import pygit2
 
-from gitwal.chain import REF_PREFIX
-from gitwal.codec import encode
 from gitwal.ids import Lsn, RunId
-from gitwal.records import REPLAY_SAFE, Commit, Intent, Plan, Record, summary
-from gitwal.worktree import MODE_FILE
+from gitwal.log.appends import REF_PREFIX
+from gitwal.records.codec import encode
+from gitwal.records.model import REPLAY_SAFE, Commit, Intent, Plan, Record, summary
+from gitwal.worktree.tree import MODE_FILE
 
 from .common import sh
 

@@ -12,12 +12,12 @@ from pathlib import Path
 import pygit2
 
 from gitwal import Wal
-from gitwal.codec import encode, to_dict
 from gitwal.errors import UnknownRun
 from gitwal.ids import CommitId, Lsn, RunId
-from gitwal.records import Abort, Plan
+from gitwal.log.store import Store
+from gitwal.records.codec import encode, to_dict
+from gitwal.records.model import Abort, Plan
 from gitwal.run import Run
-from gitwal.store import Store
 
 from .baselines import SqliteLog, log_append, reference_step
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pygit2
 
-from gitwal.worktree import Worktree
+from gitwal.worktree.tree import Worktree
 
 from .common import QUICK, fmt_ratio, fmt_spread, fmt_time, met, run_quiet, sh, timed
 from .fixtures import file_body, generate_tree, init_repo

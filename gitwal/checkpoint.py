@@ -13,19 +13,19 @@ from dataclasses import dataclass
 
 import pygit2
 
-from .authorship import attach
-from .codec import encode
 from .crashpoints import crash_point
 from .effects import run_check
 from .errors import WalError
 from .ids import CommitId, Lsn, TreeId
 from .ledger import COMMITTED, EXPLAINED, Ledger, fold
-from .records import Checkpoint, Commit, Intent, Record, Seal
-from .rewrite import ARCHIVE_PREFIX, CHECKPOINT_PREFIX
+from .log.authorship import attach
+from .log.rewrite import ARCHIVE_PREFIX, CHECKPOINT_PREFIX
+from .log.store import Ref, RunSealed
+from .records.codec import encode
+from .records.model import Checkpoint, Commit, Intent, Record, Seal
 from .run import Run
-from .snapshot import tree_state
-from .store import Ref, RunSealed
-from .worktree import Worktree, blob_id
+from .worktree.snapshot import tree_state
+from .worktree.tree import Worktree, blob_id
 
 TRAILERS = ("Wal-Run", "Wal-Lsn")
 

@@ -10,7 +10,7 @@ Two families: :func:`atomic_write` takes a path and serves gitwal's own files
 (under ``.git``, in the user's config); the ``*_at`` functions take a directory
 descriptor and a single name and serve the working tree, whose directories a
 hostile repository or a running command may swap for symlinks at any moment
-(gitwal/worktree.py opens the descriptor one component at a time). They never
+(gitwal/worktree/tree.py opens the descriptor one component at a time). They never
 follow a symlink at the name, and their temp files have unpredictable names
 created with ``O_EXCL``, so a planted file or link cannot redirect a write.
 """

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 import pygit2
 
 from . import tools
-from .authorship import ForeignCommand, require
 from .crashpoints import crash_point
 from .errors import WalError
 from .ids import ABSENT
-from .overwrite import Kept, found, put, torn_prefix
-from .records import Intent
-from .worktree import Worktree
+from .log.authorship import ForeignCommand, require
+from .records.model import Intent
+from .worktree.overwrite import Kept, found, put, torn_prefix
+from .worktree.tree import Worktree
 
 OUTPUT_TAIL = 4000  # characters of a failed check's output kept in the abort record
 DRAIN_SECONDS = 5  # how long a killed check's output is still read

@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .display import safe
-from .records import AGENT_ARG
+from .records.model import AGENT_ARG
 from .redo import quote, redo_command
 
 if TYPE_CHECKING:
-    from .records import Intent
+    from .records.model import Intent
     from .report import Outcome, Report
 
 

@@ -9,10 +9,10 @@ from typing import Any
 
 from .ids import Lsn
 from .ledger import COMMITTED, fold
-from .overwrite import found
-from .records import Abort, Checkpoint, Commit, Intent, Plan, Record
+from .records.model import Abort, Checkpoint, Commit, Intent, Plan, Record
 from .redo import redo_command
-from .worktree import Worktree
+from .worktree.overwrite import found
+from .worktree.tree import Worktree
 
 APPLIED = "applied-missing-commit"
 NOT_APPLIED = "not-applied"

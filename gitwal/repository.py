@@ -46,3 +46,21 @@ def open_repository(start: str | os.PathLike[str] = ".", hint: str = "") -> pygi
     elif env_dir and not repo.is_bare and "core.worktree" not in repo.config:
         repo.workdir = base
     return repo
+
+
+def common_dir(repo: pygit2.Repository) -> Path:
+    """The git dir shared by all worktrees (refs and objects live there)."""
+    gitdir = Path(repo.path)
+    common = gitdir / "commondir"
+    if common.exists():
+        return (gitdir / common.read_text().strip()).resolve()
+    return gitdir
+
+
+def worktree_name(repo: pygit2.Repository) -> str:
+    """This worktree's stable identity: its name under ``<common>/worktrees/``,
+    or "" for the main worktree (no linked worktree can be named "")."""
+    gitdir = Path(repo.path).resolve()
+    if gitdir == common_dir(repo).resolve():
+        return ""
+    return gitdir.name

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import tools
-from .authorship import attach
 from .crashpoints import crash_point
 from .effects import (
     CommandResult,
@@ -28,8 +27,9 @@ from .effects import (
 )
 from .errors import RunBusy, StepFailed, ToolRefused
 from .ids import ABSENT, CommitId, Lsn, RunId, TreeId
-from .overwrite import Kept, bring_back_tree, describe, restore_plan, restore_tree
-from .records import (
+from .log.authorship import attach
+from .log.store import Ref, Store
+from .records.model import (
     REPLAY_SAFE,
     REPLAY_UNSAFE,
     Abort,
@@ -37,9 +37,9 @@ from .records import (
     Intent,
     Record,
 )
-from .snapshot import watched_paths
-from .store import Ref, Store
-from .worktree import MODE_TREE, Worktree
+from .worktree.overwrite import Kept, bring_back_tree, describe, restore_plan, restore_tree
+from .worktree.snapshot import watched_paths
+from .worktree.tree import MODE_TREE, Worktree
 
 
 @dataclass(frozen=True)

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from .errors import WalError
 from .ids import ABSENT, CommitId, Lsn, TreeId
 from .ledger import EXPLAINED, Ledger, fold
-from .records import Intent, Seal
+from .log.store import Ref, RunSealed
+from .records.model import Intent, Seal
 from .run import Run
-from .snapshot import tree_state
-from .store import Ref, RunSealed
-from .worktree import Worktree
+from .worktree.snapshot import tree_state
+from .worktree.tree import Worktree
 
 __all__ = ["RunSealed", "SealRefused", "SealResult", "seal", "tree_problems"]
 

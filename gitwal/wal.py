@@ -13,21 +13,21 @@ from pathlib import Path
 
 import pygit2
 
-from .chain import common_dir, repair_hint, worktree_name
-from .codec import encode
 from .durable import atomic_write, makedirs_durable, unlink_durable
 from .errors import CorruptLog, UnknownRun, WalError
 from .ids import Lsn, RunId, valid_run_id
-from .records import Abort, Checkpoint, Commit, Intent, Plan, Record, Seal, Unlogged
-from .recovery import Recovery
-from .repair import RepairResult
-from .repair import repair as repair_log
+from .log.appends import repair_hint
+from .log.repair import RepairResult
+from .log.repair import repair as repair_log
+from .log.store import Store, list_runs, wal_dir
+from .records.codec import encode
+from .records.model import Abort, Checkpoint, Commit, Intent, Plan, Record, Seal, Unlogged
+from .recovery.decide import Recovery
 from .report import Report
-from .repository import open_repository
+from .repository import common_dir, open_repository, worktree_name
 from .run import Run
 from .signing.signer import configured_signer
-from .store import Store, list_runs, wal_dir
-from .worktree import Worktree
+from .worktree.tree import Worktree
 
 
 def new_run_id() -> RunId:
@@ -261,7 +261,7 @@ class Wal:
 
     def recover(self, run_id: str | None = None, redo: bool = False, restore: bool = False,
                 inside: str | None = None) -> Report:
-        """Decide every open intent, repair, and report (see recovery.py).
+        """Decide every open intent, repair, and report (see recovery/decide.py).
 
         ``inside``: the agent whose tool call runs this (``calling_agent``); an
         open shell step of that agent is then refused as still running.
@@ -292,7 +292,7 @@ class Wal:
         return Recovery(run.store, wt, False, False).run(dry_run=True)
 
     def repair(self, run_id: str) -> RepairResult:
-        """Cut a damaged log back to its newest intact append (repair.py); it
+        """Cut a damaged log back to its newest intact append (log/repair.py); it
         changes the log only, so it works from any worktree."""
         if not valid_run_id(run_id) or not (store := Store(self.repo, RunId(run_id))).exists():
             raise UnknownRun(f"no run {run_id}", "list runs with `git wal runs`")

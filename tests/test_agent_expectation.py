@@ -10,7 +10,7 @@ import pygit2
 from gitwal import Wal
 from gitwal.agents.expectation import Expectation
 from gitwal.ids import ABSENT, Lsn, RunId
-from gitwal.records import Abort, Intent, Unlogged
+from gitwal.records.model import Abort, Intent, Unlogged
 
 from .conftest import git
 from .test_agent_payloads import claude_run, claude_tool, run_hook

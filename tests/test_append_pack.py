@@ -1,4 +1,4 @@
-"""Appends are born in small kept packs (gitwal/packwrite.py): git reads
+"""Appends are born in small kept packs (gitwal/log/packwrite.py): git reads
 them as its own, gc never removes them, and gitwal merges them so their
 number stays bounded (docs/format.md, "Packs")."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gitwal.packwrite import (
+from gitwal.log.packwrite import (
     BLOB,
     KEEP_MESSAGE,
     MERGE_AT,

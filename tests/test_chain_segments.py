@@ -1,4 +1,4 @@
-"""Reading a run's segment (gitwal/chain.py): the segments a process read are kept
+"""Reading a run's segment (gitwal/log/chain.py): the segments a process read are kept
 by head commit, so a later read walks only the appends made since, and gives
 exactly what a read from scratch gives, damage included."""
 
@@ -12,11 +12,11 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from gitwal import chain
-from gitwal.chain import Chain
 from gitwal.errors import CorruptLog
 from gitwal.ids import CommitId, Lsn, RunId
-from gitwal.records import Checkpoint, Plan, Record
+from gitwal.log import chain
+from gitwal.log.chain import Chain
+from gitwal.records.model import Checkpoint, Plan, Record
 
 from .conftest import git, ok
 

@@ -204,9 +204,9 @@ def test_drop_archives_then_deletes(repo: Path) -> None:
 def record_unlogged(repo: Path, run: str, path: str) -> None:
     """What an agent hook writes when it notices a change nobody logged."""
     from gitwal.ids import ABSENT, Lsn, RunId
-    from gitwal.records import Unlogged
-    from gitwal.store import Ref, Store
-    from gitwal.worktree import blob_id
+    from gitwal.log.store import Ref, Store
+    from gitwal.records.model import Unlogged
+    from gitwal.worktree.tree import blob_id
 
     w = Wal(repo)
     store = Store(w.repo, RunId(run))

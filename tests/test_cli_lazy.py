@@ -30,7 +30,7 @@ with open(sys.argv[1], "w") as f:
 """
 
 HEAVY = ("cryptography", "mcp", "xml", "gitwal.mcp", "gitwal.verify", "gitwal.agents",
-         "gitwal.signing.sshsig", "gitwal.checkpoint", "gitwal.remote")
+         "gitwal.signing.sshsig", "gitwal.checkpoint", "gitwal.remote.setup")
 
 
 def probe(repo: Path, tmp_path: Path, *args: str, input: str = ""

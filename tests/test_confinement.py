@@ -19,7 +19,7 @@ import pytest
 
 from gitwal import Wal
 from gitwal.errors import PathRefused
-from gitwal.worktree import MODE_FILE
+from gitwal.worktree.tree import MODE_FILE
 
 from .conftest import git, init_repo, ok, tree_of, wal
 

@@ -21,8 +21,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gitwal import Wal
-from gitwal.chain import Chain
-from gitwal.codec import encode
 from gitwal.errors import CorruptLog
 from gitwal.ids import ABSENT, Lsn, RunId
 from gitwal.ledger import (
@@ -40,7 +38,9 @@ from gitwal.ledger import (
     changes,
     fold,
 )
-from gitwal.records import (
+from gitwal.log.chain import Chain
+from gitwal.records.codec import encode
+from gitwal.records.model import (
     REPLAY_SAFE,
     REPLAY_UNSAFE,
     Abort,

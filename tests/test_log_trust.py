@@ -19,8 +19,8 @@ import pygit2
 import pytest
 
 from gitwal.ids import Lsn, RunId
-from gitwal.records import REPLAY_SAFE, Intent
-from gitwal.store import Ref, Store
+from gitwal.log.store import Ref, Store
+from gitwal.records.model import REPLAY_SAFE, Intent
 
 from .conftest import git, init_repo, ok, tree_of, wal
 from .test_agent_payloads import claude, claude_run, claude_tool, run_hook
@@ -355,8 +355,9 @@ def test_a_fetched_forged_intent_never_runs_on_resume(tmp_path: Path) -> None:
 
 
 def test_the_decoder_knows_exactly_the_tools_gitwal_has() -> None:
-    """validate.py sits below tools.py, so it keeps its own list: keep them equal."""
-    from gitwal import tools, validate
+    """records/validate.py sits below tools.py, so it keeps its own list: keep them equal."""
+    from gitwal import tools
+    from gitwal.records import validate
 
     assert set(validate.FILE_TOOLS) == set(tools.TOOLS)
     assert {n: t.path_args for n, t in tools.TOOLS.items()} == validate.PATH_ARGS
@@ -366,7 +367,7 @@ def test_the_decoder_knows_exactly_the_tools_gitwal_has() -> None:
 @pytest.mark.parametrize("path", ["", "a\0b", "/abs", "a\\b", "a//b", "a/", "./a", "a/./b",
                                   "..", "a/../b", ".git", ".Git/config", "x/.GIT/y"])
 def test_path_rules_refuse(path: str) -> None:
-    from gitwal.validate import path_problem
+    from gitwal.records.validate import path_problem
 
     assert path_problem(path) != ""
 
@@ -374,14 +375,14 @@ def test_path_rules_refuse(path: str) -> None:
 @pytest.mark.parametrize("path", ["a", "a/b.c", "...", ".gitignore", "x/.github/w.yml",
                                   "ü/ñ", "a b"])
 def test_path_rules_accept(path: str) -> None:
-    from gitwal.validate import path_problem
+    from gitwal.records.validate import path_problem
 
     assert path_problem(path) == ""
 
 
 def test_auth_is_encoded_only_when_present_and_validated() -> None:
-    from gitwal.codec import decode, encode
     from gitwal.errors import CorruptLog
+    from gitwal.records.codec import decode, encode
 
     base = intent(4, "write_file", {"path": "a", "content": "a" * 40}, ["a"], ["absent"],
                   ["a" * 40], [0], check="make test")

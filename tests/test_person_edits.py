@@ -37,7 +37,7 @@ import pytest
 from gitwal import Wal
 from gitwal.ids import ABSENT
 from gitwal.ledger import changes
-from gitwal.records import Commit, Plan
+from gitwal.records.model import Commit, Plan
 
 from .conftest import git, init_repo, wal
 

@@ -10,7 +10,7 @@ import pytest
 
 from gitwal.ids import Lsn, RunId
 from gitwal.prompt import render
-from gitwal.records import Intent, Plan
+from gitwal.records.model import Intent, Plan
 from gitwal.redo import redo_command
 from gitwal.report import Outcome, Report
 

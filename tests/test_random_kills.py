@@ -21,7 +21,7 @@ AGENT = r'''
 import sys
 from gitwal import Wal
 from gitwal.errors import UnknownRun
-from gitwal.records import Commit
+from gitwal.records.model import Commit
 
 wal = Wal(sys.argv[1])
 try:

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from gitwal.codec import OPTIONAL_FIELDS, decode, encode, to_dict
 from gitwal.errors import CorruptLog, WalError
 from gitwal.ids import ABSENT, Lsn, RunId
-from gitwal.records import (
+from gitwal.records.codec import OPTIONAL_FIELDS, decode, encode, to_dict
+from gitwal.records.model import (
     FORMAT_VERSION,
     REPLAY_SAFE,
     REPLAY_UNSAFE,

@@ -15,8 +15,8 @@ import pygit2
 import pytest
 
 from gitwal.ids import Lsn, RunId
-from gitwal.records import Unlogged
-from gitwal.store import Ref, Store
+from gitwal.log.store import Ref, Store
+from gitwal.records.model import Unlogged
 
 from .conftest import git, ok, tree_of, wal
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from gitwal.worktree import Worktree
+from gitwal.worktree.tree import Worktree
 
 from .conftest import git, tree_of
 

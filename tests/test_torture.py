@@ -63,7 +63,7 @@ import sys
 
 from gitwal import Wal
 from gitwal.errors import UnknownRun
-from gitwal.records import Abort, Commit, Intent, Plan
+from gitwal.records.model import Abort, Commit, Intent, Plan
 
 RUN = "mixed"
 OLD, NEW = "getUserById", "fetchUser"

@@ -22,9 +22,9 @@ from typing import Any
 import pygit2
 import pytest
 
-from gitwal.codec import encode
 from gitwal.ids import Lsn, RunId
-from gitwal.records import Seal, Unlogged
+from gitwal.records.codec import encode
+from gitwal.records.model import Seal, Unlogged
 from gitwal.signing.allowed_signers import trust_add
 from gitwal.signing.appends import signature_problems
 from gitwal.signing.commits import create_signed_commit

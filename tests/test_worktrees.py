@@ -17,8 +17,8 @@ import pygit2
 import pytest
 
 from gitwal.ids import Lsn, RunId
-from gitwal.records import Plan
-from gitwal.store import Store
+from gitwal.log.store import Store
+from gitwal.records.model import Plan
 
 from .conftest import GIT_WAL, git, ok, wal
 

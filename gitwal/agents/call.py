@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..records import Intent, Record
+from ..records.model import Intent, Record
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..prompt import render
-from ..records import Commit, Intent, Record, Unlogged, agent_tag, is_miss
+from ..records.model import Commit, Intent, Record, Unlogged, agent_tag, is_miss
 from ..report import Report
 from ..run import Run
 from ..wal import Wal

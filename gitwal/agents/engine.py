@@ -30,9 +30,9 @@ import pygit2
 from .. import checkpoint as cp
 from ..errors import NotARepository, PathRefused, RunBusy, UnknownRun, WalError
 from ..ids import RunId, valid_run_id
-from ..records import Checkpoint, Commit, Intent, Record, Unlogged, agent_tag
+from ..log.store import Store, wal_dir
+from ..records.model import Checkpoint, Commit, Intent, Record, Unlogged, agent_tag
 from ..run import Run
-from ..store import Store, wal_dir
 from ..wal import Wal
 from .call import Call, Outcome
 from .context import resume_context

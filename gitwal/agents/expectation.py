@@ -21,11 +21,11 @@ from ..display import safe
 from ..errors import PathRefused, WalError
 from ..ids import ABSENT, Lsn, TreeId
 from ..ledger import EXPLAINED, Ledger, fold
-from ..records import Abort, Commit, Intent, Record, Unlogged
+from ..log.store import Ref
+from ..records.model import Abort, Commit, Intent, Record, Unlogged
 from ..run import Run
-from ..snapshot import tree_state
-from ..store import Ref
-from ..worktree import MODE_GITLINK, MODE_TREE, blob_id
+from ..worktree.snapshot import tree_state
+from ..worktree.tree import MODE_GITLINK, MODE_TREE, blob_id
 
 
 @dataclass(frozen=True)

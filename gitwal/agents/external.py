@@ -34,7 +34,8 @@ import pygit2
 
 from ..errors import ToolRefused, UnknownRun
 from ..ids import ABSENT, CommitId, Lsn, TreeId
-from ..records import (
+from ..log.store import Ref
+from ..records.model import (
     AGENT_ARG,
     MISS,
     REPLAY_SAFE,
@@ -46,8 +47,7 @@ from ..records import (
     agent_tag,
 )
 from ..run import Run
-from ..store import Ref
-from ..worktree import MODE_TREE
+from ..worktree.tree import MODE_TREE
 from .call import Call, Outcome
 from .expectation import Expectation, Staged
 
@@ -108,7 +108,7 @@ class External:
             head = self.store.head()
             if head is None:
                 raise UnknownRun(f"no log for run {self.run.id}")
-            # The segment at the head we will append to (chain.py keeps the
+            # The segment at the head we will append to (log/chain.py keeps the
             # segments it read: a hook server reads only the appends since).
             state = Pending(head, self.store.segment(head), [])
             yield state

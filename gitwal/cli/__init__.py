@@ -18,10 +18,9 @@ from typing import Any, NoReturn, TypeVar
 import click
 import pygit2
 
-from ..chain import common_dir
 from ..display import safe
 from ..errors import EXIT_ERROR, EXIT_USAGE, WalError
-from ..repository import open_repository
+from ..repository import common_dir, open_repository
 from .lazy import LazyGroup
 
 LIVE_PREFIX = "refs/wal/"

@@ -9,7 +9,7 @@ import click
 
 from ..errors import StepFailed, UnknownRun
 from ..githooks import install as githooks
-from ..records import Intent
+from ..records.model import Intent
 from ..wal import Wal
 from . import emit_json, handled
 from .options import JSON

@@ -8,9 +8,9 @@ from typing import Any
 
 import click
 
-from ..codec import to_dict
 from ..display import safe
-from ..records import Abort, Commit, Intent, Record, type_name
+from ..records.codec import to_dict
+from ..records.model import Abort, Commit, Intent, Record, type_name
 from ..wal import Wal
 from . import emit_json, handled
 from .options import JSON, RUN

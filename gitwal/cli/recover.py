@@ -9,7 +9,7 @@ import click
 
 from ..errors import EXIT_IN_DOUBT
 from ..prompt import render
-from ..records import calling_agent
+from ..records.model import calling_agent
 from ..wal import Wal
 from . import emit_json, handled
 from .options import JSON, RUN

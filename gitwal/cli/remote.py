@@ -11,8 +11,8 @@ from pathlib import Path
 
 import click
 
-from .. import remote as rm
 from ..errors import EXIT_ERROR
+from ..remote import setup as rm
 from . import emit_json, handled
 from .options import JSON, RUN
 

@@ -15,8 +15,8 @@ import click
 import pygit2
 
 from ..errors import EXIT_ERROR
+from ..log.runs import select_runs
 from ..repository import open_repository
-from ..runs import select_runs
 from ..signing.trust import allowed_signers_file
 from ..verify import Options, Report, RunResult, verify
 from . import emit_json, handled

@@ -31,7 +31,7 @@ from .. import checkpoint as cp
 from ..errors import StepFailed, ToolRefused, UnknownRun, WalError
 from ..ids import CommitId, Lsn, RunId, TreeId
 from ..prompt import render
-from ..records import Abort, Commit, Intent, Record, calling_agent
+from ..records.model import Abort, Commit, Intent, Record, calling_agent
 from ..run import Run, StepResult
 from ..wal import Wal
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pygit2
 
-from ..segments import Failure, Segment
+from ..log.segments import Failure, Segment
 from .allowed_signers import AllowedSigner, find_signer, load_allowed
 from .commits import commit_signature
 from .errors import BadSignature

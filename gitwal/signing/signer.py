@@ -2,31 +2,21 @@
 only when an append is first signed (the key code and its cryptography
 dependency stay out of every command that signs nothing).
 
-The store (store.py) knows only the :class:`Signer` protocol; the facade
-(wal.py) gives it :func:`configured_signer`.
+The store (log/store.py) knows only the ``Signer`` protocol of
+log/packwrite.py, which :class:`KeySigner` keeps; the facade (wal.py) gives it
+:func:`configured_signer`.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import pygit2
 
 if TYPE_CHECKING:
     from .keys import SigningKey
-
-
-class Signer(Protocol):
-    """Signs a commit's content the way ``git commit -S`` (gpg.format=ssh) does."""
-
-    @property
-    def fingerprint(self) -> str: ...
-
-    def sign(self, content: bytes) -> str:
-        """The armored signature for the raw (unsigned) commit content."""
-        ...
 
 
 class KeySigner:

@@ -2,7 +2,7 @@
 
 The verifier reads git objects only -- no working tree, no lock -- so CI can
 run it in a fresh clone or a bare mirror. A run is loaded once (every
-segment, read past its defects, see segments.py); then each :class:`Check`
+segment, read past its defects, see log/segments.py); then each :class:`Check`
 in turn yields failures over the loaded run:
 
 * ``closing``: commit/abort records close earlier intents, once each;
@@ -30,16 +30,16 @@ from typing import Any, Protocol
 
 import pygit2
 
-from ..codec import decode
 from ..errors import CorruptLog, WalError
 from ..ids import RunId
-from ..records import Checkpoint, Intent, Plan
-from ..rewrite import ARCHIVE_PREFIX
-from ..runs import all_runs
-from ..segments import Entry, Failure, Segment, merge_segments, read_segment
+from ..log.rewrite import ARCHIVE_PREFIX
+from ..log.runs import all_runs
+from ..log.segments import Entry, Failure, Segment, merge_segments, read_segment
+from ..log.store import Store
+from ..records.codec import decode
+from ..records.model import Checkpoint, Intent, Plan
 from ..signing.allowed_signers import AllowedSigner, load_allowed
 from ..signing.appends import signature_failures
-from ..store import Store
 from .branch import branch_failures, logged_states, resolve
 from .checkpoints import checkpoint_failures
 from .replay import (

@@ -19,9 +19,9 @@ from pygit2.enums import ObjectType, SortMode
 
 from ..ids import ABSENT, TreeId
 from ..ledger import Fold, Ledger, Rules
-from ..records import Checkpoint, Plan
-from ..segments import Entry, Failure, object_kind
-from ..snapshot import tree_state
+from ..log.segments import Entry, Failure, object_kind
+from ..records.model import Checkpoint, Plan
+from ..worktree.snapshot import tree_state
 from .replay import TreeView, short
 
 States = dict[str, list[str]]  # path -> the states the log gave it, oldest first

@@ -12,11 +12,11 @@ from pygit2.enums import ObjectType
 
 from ..ids import TreeId
 from ..ledger import Fold, Ledger, Rules
-from ..records import Checkpoint, Commit, Intent, Plan, Record
-from ..rewrite import CHECKPOINT_PREFIX
-from ..segments import Entry, Failure
-from ..snapshot import tree_state
-from ..worktree import blob_id
+from ..log.rewrite import CHECKPOINT_PREFIX
+from ..log.segments import Entry, Failure
+from ..records.model import Checkpoint, Commit, Intent, Plan, Record
+from ..worktree.snapshot import tree_state
+from ..worktree.tree import blob_id
 from .replay import MAX_PATHS, TreeView, intents_of, is_kind, short
 
 

@@ -21,7 +21,8 @@ from .. import tools
 from ..errors import WalError
 from ..ids import ABSENT
 from ..ledger import EXEC, Fold, Ledger, Rules
-from ..records import (
+from ..log.segments import Entry, Failure, Segment, object_kind
+from ..records.model import (
     AGENT_ARG,
     MISS,
     REPLAY_SAFE,
@@ -35,9 +36,8 @@ from ..records import (
     Unlogged,
     type_name,
 )
-from ..segments import Entry, Failure, Segment, object_kind
-from ..snapshot import tree_state
-from ..worktree import MODE_TREE, Worktree, blob_id
+from ..worktree.snapshot import tree_state
+from ..worktree.tree import MODE_TREE, Worktree, blob_id
 
 MAX_PATHS = 20  # per checkpoint: past this, one line says how many more
 

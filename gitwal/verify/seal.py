@@ -22,9 +22,9 @@ from pygit2.enums import ObjectType
 
 from ..ids import TreeId
 from ..ledger import Rules, fold
-from ..records import Checkpoint, Plan, Seal, type_name
+from ..log.segments import Append, Entry, Failure, Segment, object_kind
+from ..records.model import Checkpoint, Plan, Seal, type_name
 from ..seal import tree_problems
-from ..segments import Append, Entry, Failure, Segment, object_kind
 from ..signing.commits import commit_signature
 from .replay import MAX_PATHS, TreeView
 

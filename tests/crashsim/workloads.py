@@ -32,7 +32,7 @@ RENAME = Workload(
 import sys
 from gitwal import Wal
 from gitwal.errors import UnknownRun
-from gitwal.records import Commit
+from gitwal.records.model import Commit
 
 wal = Wal(sys.argv[1])
 try:
@@ -62,7 +62,7 @@ MIXED = Workload(
 import sys
 from gitwal import Wal
 from gitwal.errors import UnknownRun
-from gitwal.records import Commit, Intent
+from gitwal.records.model import Commit, Intent
 
 SH = "mkdir -p out && printf built > out/b.txt && printf 'y\\n' >> notes.txt"
 STEPS = [

@@ -1,0 +1,13 @@
+"""The log layer: a run's records as a chain of commits under refs/wal/<run>.
+
+store.py          the one writer of refs/wal/*: appends by compare-and-swap
+chain.py          reads a run's chain back, newest first, checking its links
+segments.py       the tolerant reader that names what is damaged
+packwrite.py      each append's objects as one kept pack (gc cannot take them)
+keepalive.py      which loose objects an append must carry into its pack
+rewrite.py        compaction: a new chain, the old one archived
+repair.py         cuts a damaged log back to its newest intact append
+locks.py          the run lock; command_locks.py, one lock per shell step
+runs.py           which runs a repository holds
+authorship.py     whose command a record carries (only this clone's run)
+"""

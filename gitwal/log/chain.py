@@ -1,0 +1,263 @@
+"""Reading one run's log: the chain of append commits under ``refs/wal/<run>``.
+
+Every record is validated as it is read (docs/format.md): a corrupt or
+foreign record stops the read with :class:`CorruptLog`, it is never trusted.
+One append commit is read by appends.py; writing lives in store.py, the only
+writer of ``refs/wal/*``.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pygit2
+
+from ..errors import CorruptLog, UnknownRun
+from ..ids import CommitId, RunId
+from ..records.codec import decode
+from ..records.model import Abort, Checkpoint, Commit, Intent, Plan, Record, type_name
+from .appends import UNTRUSTED, AppendReader
+
+SEGMENTS_KEPT = 16  # segments a process keeps (see _Segments)
+
+
+class Chain(AppendReader):
+    """Reads and validates the records of one run."""
+
+    def __init__(self, repo: pygit2.Repository, run: RunId) -> None:
+        super().__init__(repo, run)
+        # The newest append seen or written, with its records. A commit id fixes
+        # its records, so a hit is exact; it saves re-reading the head that the
+        # step protocol, the seal check and the append itself each look at.
+        self._newest: tuple[str, list[Record]] | None = None
+
+    # -- reading -----------------------------------------------------------
+
+    def exists(self) -> bool:
+        return self.ref_name in self.repo.references
+
+    def head(self) -> CommitId | None:
+        try:
+            ref = self.repo.references.get(self.ref_name)
+        except pygit2.InvalidSpecError:
+            raise UnknownRun(f"{self.run!r} is not a valid run id") from None
+        if ref is None:
+            return None
+        return CommitId(str(ref.target))
+
+    def records(self) -> list[Record]:
+        """Every record of the live chain, oldest first, validated as a chain."""
+        return [rec for rec, _ in self._walk(self._require_head(), stop_at_checkpoint=False)]
+
+    def raw_records(self) -> list[tuple[Record, bytes]]:
+        """As :meth:`records`, with each record's canonical bytes (for streaming)."""
+        return self._walk(self._require_head(), stop_at_checkpoint=False)
+
+    def segment(self, head: CommitId | None = None) -> list[Record]:
+        """Records from the newest checkpoint on (all records if there is none),
+        of the chain ending at ``head`` (default: the ref's head).
+
+        The cost depends on the records after the checkpoint only: the walk
+        stops at the append commit that holds the checkpoint, or earlier, at
+        an append whose segment this process read before (:data:`_SEGMENTS`):
+        a process that reads a run again and again (the hook server, the MCP
+        server) reads only what was appended since.
+        """
+        head = self._require_head() if head is None else head
+        key = (self.repo.path, self.run, head)
+        kept = _SEGMENTS.get(key)
+        if kept is not None:
+            # The newest append is the one a concurrent prune can hit: its
+            # objects are checked on every read, as a walk would.
+            self.check_named(self._commit(head))
+            return list(kept)
+        records = self._read_segment(head)
+        _SEGMENTS.put(key, records)
+        return records
+
+    def _read_segment(self, head: CommitId) -> list[Record]:
+        """Walk back from ``head`` to the newest checkpoint, the root, or an
+        append whose segment is kept; validate the whole segment as a chain."""
+        batches: list[list[Record]] = []
+        base: tuple[Record, ...] = ()
+        oid = str(head)
+        while True:
+            commit = self._commit(oid)
+            if oid == head:
+                self.check_named(commit)
+            batch = self._commit_records(commit)
+            cps = [i for i, r in enumerate(batch) if isinstance(r, Checkpoint)]
+            if cps:
+                batches.append(batch[cps[-1] :])
+                break
+            batches.append(batch)
+            parents = commit.parent_ids
+            if len(parents) > 1:
+                raise self._corrupt(oid, "an append commit has more than one parent")
+            if not parents:
+                break
+            oid = str(parents[0])
+            kept = _SEGMENTS.get((self.repo.path, self.run, CommitId(oid)))
+            if kept is not None:
+                base = kept
+                break
+        records = [*base, *(rec for batch in reversed(batches) for rec in batch)]
+        self._validate(records)
+        return records
+
+    def plan(self, first: Record) -> Plan:
+        """The run's plan, given the first record of a segment (O(1))."""
+        if isinstance(first, Plan):
+            return first
+        if not isinstance(first, Checkpoint):
+            raise CorruptLog(f"log {self.ref_name}: a segment starts with a {type(first)}")
+        try:
+            blob = self.repo[first.plan]
+        except KeyError:
+            raise CorruptLog(f"log {self.ref_name}: the plan blob is missing",
+                             UNTRUSTED) from None
+        assert isinstance(blob, pygit2.Blob)
+        plan = decode(blob.data, f"{self.ref_name} plan")
+        if not isinstance(plan, Plan) or plan.run != self.run:
+            raise CorruptLog(f"log {self.ref_name}: the checkpoint names no plan of this run",
+                             UNTRUSTED)
+        return plan
+
+    def root_plan(self, head: CommitId) -> Plan:
+        """The run's plan without decoding the chain: walk the parents to the
+        root (the plan, or the checkpoint a compaction left) and read it."""
+        oid = head
+        while True:
+            commit = self._commit(oid)
+            parents = commit.parent_ids
+            if not parents:
+                return self.plan(self._commit_records(commit)[0])
+            oid = CommitId(str(parents[0]))
+
+    def _require_head(self) -> CommitId:
+        head = self.head()
+        if head is None:
+            raise UnknownRun(f"no log for run {self.run}", "list runs with `git wal runs`")
+        return head
+
+    def chain(self, head: CommitId) -> list[tuple[CommitId, list[Record]]]:
+        """(commit, records) of every append from ``head`` back to the root, newest first."""
+        out: list[tuple[CommitId, list[Record]]] = []
+        oid: str | None = head
+        while oid is not None:
+            commit = self._commit(oid)
+            out.append((CommitId(oid), self._commit_records(commit)))
+            parents = commit.parent_ids
+            if len(parents) > 1:
+                raise self._corrupt(oid, "an append commit has more than one parent")
+            oid = str(parents[0]) if parents else None
+        return out
+
+    def _walk(self, head: CommitId,
+              stop_at_checkpoint: bool) -> list[tuple[Record, bytes]]:
+        out: list[tuple[Record, bytes]] = []
+        oid: str | pygit2.Oid | None = head
+        while oid is not None:
+            commit = self._commit(oid)
+            batch = self._commit_raw(commit)
+            if oid is head:
+                self.check_named(commit)
+            cps = [i for i, (r, _) in enumerate(batch) if isinstance(r, Checkpoint)]
+            if stop_at_checkpoint and cps:
+                out.extend(reversed(batch[cps[-1] :]))
+                break
+            out.extend(reversed(batch))
+            parents = commit.parent_ids
+            if len(parents) > 1:
+                raise self._corrupt(str(oid), "an append commit has more than one parent")
+            oid = parents[0] if parents else None
+        out.reverse()
+        self._validate([rec for rec, _ in out])
+        return out
+
+    def _validate(self, records: list[Record]) -> None:
+        """The records read are a chain: a plan (LSN 1) or checkpoint first, LSNs
+        dense and in order, every closing closes an earlier open intent."""
+        first = records[0] if records else None
+        if not isinstance(first, (Plan, Checkpoint)):
+            raise CorruptLog(
+                f"log {self.ref_name}: the chain does not start with a plan or checkpoint",
+                "the ref does not hold a gitwal log",
+            )
+        if isinstance(first, Plan) and first.lsn != 1:
+            raise CorruptLog(f"log {self.ref_name}: the plan is not LSN 1", UNTRUSTED)
+        for i, rec in enumerate(records, start=first.lsn):
+            if rec.lsn != i:
+                raise CorruptLog(
+                    f"log {self.ref_name}: expected LSN {i}, found {rec.lsn} "
+                    "(a record is missing, duplicated or out of order)",
+                    "the chain was rewritten outside gitwal; do not resume from it",
+                )
+        self._check_closings(records)
+
+    def _check_closings(self, records: list[Record]) -> None:
+        """Every commit/abort closes an earlier intent of the records read, once.
+
+        Readers fold the chain into "intent -> its closing"; a closing that
+        names the plan, a checkpoint, itself, a later LSN or an intent closed
+        already would make that fold lie (or fail), so it is refused here."""
+        open_: set[int] = set()
+        for rec in records:
+            if isinstance(rec, Intent):
+                open_.add(rec.lsn)
+            elif isinstance(rec, (Commit, Abort)):
+                if rec.intent not in open_:
+                    raise CorruptLog(
+                        f"log {self.ref_name} LSN {rec.lsn}: the {type_name(rec)} closes "
+                        f"LSN {rec.intent}, which is not an earlier open intent of the log",
+                        UNTRUSTED,
+                    )
+                open_.discard(rec.intent)
+
+    def head_records(self, head: CommitId) -> list[Record]:
+        """The records of the head append alone (cheap: one commit, one tree)."""
+        if self._newest is not None and self._newest[0] == head:
+            return list(self._newest[1])
+        records = self._commit_records(self._commit(head))
+        self._newest = (head, records)
+        return list(records)
+
+    def validated(self, head: CommitId) -> list[tuple[Record, bytes]]:
+        """Every record from ``head`` back to the root, validated as a chain."""
+        return self._walk(head, stop_at_checkpoint=False)
+
+
+class _Segments:
+    """The segments this process read, by (repository, run, head commit).
+
+    A commit id names its whole chain, so a kept segment is exact for its head
+    and is never invalidated: an append, a compaction or a repair moves the
+    ref to another commit, which is another key. Only the newest
+    :data:`SEGMENTS_KEPT` used are kept. Thread-safe: the hook server reads
+    runs from several threads.
+    """
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple[str, str, str], tuple[Record, ...]] = {}
+        self._guard = threading.Lock()
+
+    def get(self, key: tuple[str, str, str]) -> tuple[Record, ...] | None:
+        with self._guard:
+            kept = self._kept.pop(key, None)
+            if kept is not None:
+                self._kept[key] = kept  # now the newest used
+            return kept
+
+    def put(self, key: tuple[str, str, str], records: list[Record]) -> None:
+        with self._guard:
+            self._kept.pop(key, None)
+            self._kept[key] = tuple(records)
+            while len(self._kept) > SEGMENTS_KEPT:
+                del self._kept[next(iter(self._kept))]  # the least recently used
+
+    def clear(self) -> None:
+        with self._guard:
+            self._kept.clear()
+
+
+_SEGMENTS = _Segments()

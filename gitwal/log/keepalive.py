@@ -1,0 +1,114 @@
+"""Keeping an append's objects alive through a concurrent ``git gc``
+(docs/format.md, "Packs").
+
+Invariants kept here:
+
+* an append's objects are born in a kept pack (packwrite.py), with copies of
+  the loose objects its records name: a loose object is unreachable until the
+  append names it, so a prune may delete it at any moment, but not once it
+  sits in a kept pack;
+* an object named but packed elsewhere is checked after the ref moved
+  (:func:`pruned`); store.py undoes the append if a prune took it;
+* gitwal's small kept packs are merged now and then, by one process at a time.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+import pygit2
+
+from ..errors import WalError
+from .locks import lock_dir
+from .packwrite import BLOB, MERGE_AT, TREE, RawObject, merge
+
+
+class AppendLost(WalError):
+    """A concurrent ``git gc --prune=now`` removed objects of an append; it was undone."""
+
+
+_T = TypeVar("_T")
+_WRITE_TRIES = 3
+
+
+def write_retrying(run: str, write: Callable[[], _T]) -> _T:
+    """Write objects, trying again when a concurrent ``git gc`` pulled a
+    directory from under libgit2 (it prunes empty ``objects/xx`` dirs); a
+    write of the same content is idempotent. Still failing: a WalError."""
+    for attempt in range(_WRITE_TRIES):
+        try:
+            return write()
+        except (pygit2.GitError, OSError) as e:
+            if attempt == _WRITE_TRIES - 1:
+                raise WalError(
+                    f"could not write objects for run {run}: {e}",
+                    "nothing was appended by this write; run the command again (if it "
+                    f"left a step open, `git wal recover --run {run}` first); a concurrent "
+                    "`git gc --prune=now` can cause this",
+                ) from e
+    raise AssertionError("not reached")
+
+
+def gather_loose(repo: pygit2.Repository, common: Path, run: str, oid: str, is_tree: bool,
+                 into: list[RawObject]) -> bool:
+    """Add the object ``oid`` (and, for a tree, the loose objects under it)
+    to ``into`` when it is loose; False when it is packed (not gathered).
+
+    A loose object is unreachable until the append names it, so a prune
+    may delete it at any moment; once copied into the append's kept pack
+    it cannot be lost. A packed tree is taken whole as packed (git packs
+    a tree with what it names)."""
+    path = common / "objects" / oid[:2] / oid[2:]
+    if not path.exists():
+        if pygit2.Oid(hex=oid) not in repo.odb:
+            raise AppendLost(
+                f"object {oid[:12]} for the next append to run {run} is missing "
+                "(removed by a concurrent `git gc --prune=now` before the append); "
+                "nothing was appended", "run the command again")
+        return False
+    try:
+        kind, data = repo.odb.read(pygit2.Oid(hex=oid))
+    except (KeyError, pygit2.GitError):
+        raise AppendLost(
+            f"object {oid[:12]} for the next append to run {run} was removed by a "
+            "concurrent `git gc --prune=now` while it was read; nothing was appended",
+            "run the command again") from None
+    into.append(RawObject(TREE if kind == pygit2.GIT_OBJECT_TREE else BLOB, data))
+    if is_tree:
+        tree = repo[oid]
+        assert isinstance(tree, pygit2.Tree)
+        for entry in tree:
+            if entry.filemode == pygit2.GIT_FILEMODE_COMMIT:
+                continue  # a submodule's commit lives in its own repository
+            gather_loose(repo, common, run, str(entry.id),
+                         entry.filemode == pygit2.GIT_FILEMODE_TREE, into)
+    return True
+
+
+def pruned(common: Path, oids: Sequence[str]) -> list[str]:
+    """Which of ``oids`` are gone. A fresh object database answers, not this
+    process's cached list of packs (gc may have deleted a pack we still have
+    mapped)."""
+    odb = pygit2.Odb(str(common / "objects"))
+    return [o for o in oids if pygit2.Oid(hex=o) not in odb]
+
+
+def merge_packs(repo: pygit2.Repository, common: Path) -> None:
+    """Merge gitwal's small kept packs now and then (packwrite.merge), by
+    one process at a time; a busy merger is simply not waited for."""
+    objects = common / "objects"
+    if len(list((objects / "pack").glob("pack-*.keep"))) < MERGE_AT:
+        return
+    fd = os.open(lock_dir(repo) / "packs.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return
+        merge(objects)
+    finally:
+        os.close(fd)

@@ -1,0 +1,44 @@
+"""Which runs a repository holds, and which ones a command means.
+
+Core, used alike by verify, push and fetch: a live log is ``refs/wal/<run>``
+(store.list_runs); a dropped or compacted run may live on only in
+``refs/wal-archive/<run>/<n>``.
+"""
+
+from __future__ import annotations
+
+import pygit2
+
+from ..errors import UnknownRun
+from ..ids import RunId, valid_run_id
+from .rewrite import ARCHIVE_PREFIX
+from .store import list_runs, wal_dir
+
+
+def all_runs(repo: pygit2.Repository) -> list[str]:
+    """Runs with a live log or an archived segment (dropped runs too), oldest first."""
+    runs = set(list_runs(repo))
+    for name in repo.references:
+        if name.startswith(ARCHIVE_PREFIX):
+            run, _, n = name[len(ARCHIVE_PREFIX):].rpartition("/")
+            if valid_run_id(run) and n.isdigit():  # gitwal archives no other names
+                runs.add(RunId(run))
+    return sorted(runs)
+
+
+def select_runs(repo: pygit2.Repository, run_id: str | None, everything: bool) -> list[str]:
+    """--run ID, --all, or by default the current run (every run when there is none)."""
+    known = all_runs(repo)
+    if run_id is not None:
+        if not valid_run_id(run_id) or run_id not in known:
+            raise UnknownRun(f"no run {run_id}",
+                             "list runs with `git wal runs` (or verify them all with --all)")
+        return [run_id]
+    if not everything:
+        try:
+            current = (wal_dir(repo) / "current").read_text().strip()
+        except OSError:
+            current = ""
+        if current in known:
+            return [current]
+    return known

@@ -1,0 +1,302 @@
+"""The log of one run: a chain of append commits under ``refs/wal/<run>``.
+
+This module is the only writer of ``refs/wal/*``. Layout (docs/format.md):
+each append is one commit, parent = the previous append, whose tree holds
+
+* ``<lsn:012d>.json``: one blob per record appended, canonical JSON;
+* ``obj-<oid>``: every object those records name (pre/post images, the trees
+  of a shell step), so that the log's ref keeps them alive through ``git gc``.
+
+Invariants kept here:
+
+* an append is visible only once durable: its objects are written as one
+  kept pack (packwrite.py), fsynced, before the ref moves;
+* the ref moves by compare-and-swap against the head the writer read, under
+  an advisory lock this process holds, so no record is lost or reordered;
+* LSNs are dense: the n-th record of a run has LSN n;
+* no ``git gc`` removes an append's objects (keepalive.py): an append
+  whose named objects a prune took anyway is undone, the ref swapped back.
+
+Rewrites of the chain (compaction, drop, repair) are in rewrite.py, whose
+:class:`~gitwal.log.rewrite.ChainSurgery` this module's :class:`Store` extends.
+
+The run lock and exec command locks (command_locks.py) live in the common
+git dir, seen from every worktree (locks.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import pygit2
+
+from ..crashpoints import crash_point
+from ..durable import fsync_dir
+from ..errors import RunBusy, WalError
+from ..ids import CommitId, RunId
+from ..records.codec import encode
+from ..records.model import Intent, Record, Seal, summary
+from ..repository import common_dir
+from .appends import REF_PREFIX
+from .authorship import attach
+from .command_locks import CommandLocks
+from .keepalive import AppendLost, gather_loose, merge_packs, pruned, write_retrying
+from .locks import config_wait_timeout, lock_dir, run_lock, tell
+from .packwrite import (
+    BLOB,
+    COMMIT,
+    MODE_BLOB,
+    MODE_TREE,
+    TREE,
+    RawObject,
+    Signer,
+    commit_data,
+    tree_data,
+    with_signature,
+    write_kept_pack,
+)
+from .rewrite import ChainSurgery
+
+_SIGNATURE = ("gitwal", "gitwal@localhost")
+
+pygit2.settings.enable_fsync_gitdir(True)
+
+
+def wal_dir(repo: pygit2.Repository) -> Path:
+    """gitwal's private directory inside this worktree's git dir (``current``)."""
+    return Path(repo.path) / "wal"
+
+
+class RunSealed(WalError):
+    """The run ends in a seal: nothing may be appended to it, nor its chain rewritten."""
+
+
+def _ident(sig: pygit2.Signature) -> bytes:
+    """``Name <email> time +hhmm``, as a commit header holds it."""
+    sign = "-" if sig.offset < 0 else "+"
+    hours, minutes = divmod(abs(sig.offset), 60)
+    return f"{sig.name} <{sig.email}> {sig.time} {sign}{hours:02d}{minutes:02d}".encode()
+
+
+@dataclass(frozen=True)
+class Ref:
+    """An object a record names, to be kept reachable from the append commit."""
+
+    oid: str
+    is_tree: bool = False
+
+
+class Store(ChainSurgery, CommandLocks):
+    """Appends to (and, through :class:`Chain`, reads) the records of one run;
+    rewrites of its chain: :class:`~gitwal.log.rewrite.ChainSurgery`."""
+
+    def __init__(self, repo: pygit2.Repository, run: RunId,
+                 signer: Signer | None = None) -> None:
+        super().__init__(repo, run)
+        self._gitdir = Path(repo.path)
+        self._common = common_dir(repo)
+        # Signs every append commit when given (signing/signer.py); None: unsigned.
+        self.signer = signer
+        self._kept: set[str] = set()  # named objects this store copied into kept packs
+        # How long ``locked()`` waits: "config" reads wal.waitTimeout; None waits for ever.
+        self.wait_timeout: float | Literal["config"] | None = "config"
+        self.notify: Callable[[str], None] = tell  # says who holds the lock while we wait
+
+    # -- writing -----------------------------------------------------------
+
+    @contextmanager
+    def locked(self, wait: bool = True, timeout: float | None = None) -> Iterator[None]:
+        """Hold this run's advisory lock: one live gitwal writer per run.
+
+        The kernel drops the lock when the holder dies (even by SIGKILL), so a
+        ``refs/wal/<run>.lock`` found while we hold it is stale by definition.
+        ``wait``: False refuses at once when the lock is held; otherwise wait
+        up to ``timeout`` seconds (None: :attr:`wait_timeout`), saying after a
+        second who holds it (gitwal/log/locks.py).
+        """
+        limit = timeout if timeout is not None else (
+            config_wait_timeout(self.repo) if self.wait_timeout == "config"
+            else self.wait_timeout)
+        with run_lock(lock_dir(self.repo) / f"{self.run}.lock", self.run, wait, limit,
+                      self.notify):
+            yield
+
+    def stale_ref_lock(self) -> Path | None:
+        """A leftover ``refs/wal/<run>.lock`` (call only while holding :meth:`locked`)."""
+        path = self._common / (self.ref_name + ".lock")
+        return path if path.exists() else None
+
+    def clear_stale_ref_lock(self) -> bool:
+        path = self.stale_ref_lock()
+        if path is None:
+            return False
+        path.unlink()
+        fsync_dir(path.parent)
+        return True
+
+    def put_blob(self, data: bytes) -> str:
+        """Write a blob durably (libgit2 fsyncs the file and its fan-out dir)."""
+        return str(write_retrying(self.run, lambda: self.repo.create_blob(data)))
+
+    def append(
+        self,
+        records: Sequence[Record],
+        refs: Sequence[Ref],
+        expect: CommitId | None,
+    ) -> CommitId:
+        """Append ``records`` in one commit, moving the ref from ``expect``.
+
+        Raises :class:`RunBusy` when the ref is no longer at ``expect``: the
+        caller re-reads and decides; nothing is overwritten.
+        """
+        if expect is not None:
+            self._refuse_after_seal(expect)
+        # Every intent that carries a command gets this clone's proof that the
+        # local user wrote it; only such commands are ever run (authorship.py).
+        records = [attach(self.repo, r) if isinstance(r, Intent) else r for r in records]
+        objects: list[RawObject] = []
+        entries: list[tuple[str, int, str]] = []
+        for rec in records:
+            blob = RawObject(BLOB, encode(rec))
+            objects.append(blob)
+            entries.append((f"{rec.lsn:012d}.json", MODE_BLOB, blob.oid))
+        exposed: list[str] = []  # named objects packed elsewhere: gc may still drop them
+        for r in refs:
+            entries.append((f"obj-{r.oid}", MODE_TREE if r.is_tree else MODE_BLOB, r.oid))
+            if r.oid in self._kept:
+                continue  # in a kept pack already (an intent's images, named again by its commit)
+            if not gather_loose(self.repo, self._common, self.run, r.oid, r.is_tree, objects):
+                exposed.append(r.oid)
+        tree = RawObject(TREE, tree_data(entries))
+        message = (summary(records[-1]) + "\n").encode()
+        commit = RawObject(COMMIT, self._commit_content(tree.oid, [expect] if expect else [],
+                                                        message))
+        objects += [tree, commit]
+        # One kept pack: no gc can delete these objects, before or after the
+        # ref names them (packwrite.py); durable when it returns.
+        try:
+            write_kept_pack(self._common / "objects", objects)
+        except OSError as e:
+            raise WalError(f"could not write objects for run {self.run}: {e}",
+                           "nothing was appended; run the command again") from e
+        self._kept.update(r.oid for r in refs if r.oid not in exposed)
+        crash_point("mid-append")
+        oid = pygit2.Oid(hex=commit.oid)
+        self._move_ref(oid, expect)
+        crash_point("after-append")
+        if exposed:
+            self._check_survived(oid, expect, exposed, f"LSN {records[0].lsn}" + (
+                f"..{records[-1].lsn}" if len(records) > 1 else ""))
+        self._newest = (commit.oid, list(records))
+        merge_packs(self.repo, self._common)
+        return CommitId(commit.oid)
+
+    def _commit_content(self, tree: str, parents: Sequence[str], message: bytes,
+                        like: pygit2.Commit | None = None) -> bytes:
+        """An append commit's content, SSH-signed when a key is configured;
+        ``like``: keep that commit's author and committer (a rewritten chain)."""
+        author = _ident(like.author if like else pygit2.Signature(*_SIGNATURE))
+        committer = _ident(like.committer) if like else author
+        content = commit_data(tree, parents, author, message, committer)
+        if self.signer is None:
+            return content
+        return with_signature(content, self.signer.sign(content))
+
+    def _check_survived(self, commit: pygit2.Oid, expect: CommitId | None,
+                        oids: Sequence[str], what: str) -> None:
+        """Undo an append whose named objects a concurrent ``git gc`` pruned.
+
+        ``oids``: objects the append names without a copy in a kept pack (they
+        sat in an ordinary pack, which a gc whose walk came before the ref
+        moved may rewrite without them). Checked after the move: one missing
+        now was pruned, and the previous head is intact, so the ref goes back
+        to it (keepalive.pruned).
+        """
+        missing = pruned(self._common, oids)
+        if not missing:
+            return
+        ref = self.repo.references.get(self.ref_name)
+        if ref is not None and ref.target == commit:
+            if expect is None:
+                ref.delete()
+            else:
+                ref.set_target(pygit2.Oid(hex=expect), "gitwal: append undone (objects pruned)")
+            self._sync_ref_dirs(self.ref_name)
+        back = f"back at {expect[:12]}" if expect else "not created"
+        raise AppendLost(
+            f"the append of {what} to run {self.run} was undone: {len(missing)} of its "
+            f"objects (first {missing[0][:12]}) were removed by a concurrent `git gc "
+            f"--prune=now` before the log's ref named them; the log is {back}",
+            f"run the command again (if it left a step open, `git wal recover --run "
+            f"{self.run}` first); avoid `git gc --prune=now` while gitwal writes",
+        )
+
+    def _refuse_after_seal(self, head: CommitId, doing: str = "appended to") -> None:
+        """Nothing may follow a seal (docs/format.md); every append comes through here."""
+        last = self.head_records(head)[-1]
+        if isinstance(last, Seal):
+            raise RunSealed(f"run {self.run} is sealed (LSN {last.lsn}): it cannot be {doing}",
+                            "a sealed run is finished; start a new one with `git wal begin`")
+
+    def _move_ref(self, commit: pygit2.Oid, expect: CommitId | None) -> None:
+        refs_wal = self._common / "refs" / "wal"
+        new_dir = not refs_wal.is_dir()
+        try:
+            if expect is None:
+                self.repo.references.create(self.ref_name, commit, force=False)
+            else:
+                ref = self.repo.references[self.ref_name]
+                if str(ref.target) != expect:
+                    raise RunBusy(self._moved_msg(), "re-read the log and try again")
+                # set_target is libgit2's create_matching against the value
+                # read above: a compare-and-swap, not a blind overwrite.
+                ref.set_target(commit, "gitwal append")
+        except pygit2.AlreadyExistsError:
+            raise RunBusy(self._moved_msg(), "re-read the log and try again") from None
+        except pygit2.GitError as e:
+            if "does not match" in str(e):
+                raise RunBusy(self._moved_msg(), "re-read the log and try again") from None
+            if "doesn't exist" in str(e) or "does not exist" in str(e):
+                # libgit2 checks the target: pruned between its write and now.
+                raise AppendLost(
+                    f"commit {str(commit)[:12]} for run {self.run} was removed by a "
+                    "concurrent `git gc --prune=now` before the log's ref could name it; "
+                    "nothing was appended", "run the command again",
+                ) from None
+            raise
+        except OSError as e:
+            if "lock" in str(e):
+                raise RunBusy(
+                    f"the ref {self.ref_name} is locked ({self.ref_name}.lock exists)",
+                    "if no git process is running, `git wal recover` clears a stale lock",
+                ) from None
+            raise
+        # libgit2 (fsync mode) fsyncs refs/wal/ after renaming the lock over
+        # the ref; only a refs/wal/ it had to create needs its parent synced.
+        if new_dir:
+            fsync_dir(refs_wal)
+            fsync_dir(refs_wal.parent)
+
+    def _sync_ref_dirs(self, name: str) -> None:
+        """fsync every directory from refs/ down to the ref's own (some may be new)."""
+        d = (self._common / name).parent
+        dirs = []
+        while d != self._common:
+            dirs.append(d)
+            d = d.parent
+        for d in dirs:
+            if d.is_dir():
+                fsync_dir(d)
+
+    def _moved_msg(self) -> str:
+        return f"the log {self.ref_name} moved while this process was appending"
+
+
+def list_runs(repo: pygit2.Repository) -> list[RunId]:
+    """Run ids with a log, oldest first (run ids sort by time)."""
+    names = [r[len(REF_PREFIX) :] for r in repo.references if r.startswith(REF_PREFIX)]
+    return [RunId(n) for n in sorted(names)]

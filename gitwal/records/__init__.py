@@ -1,0 +1,8 @@
+"""Records: what a log holds, and how it is written down.
+
+model.py     the frozen dataclasses of every record and their constants
+codec.py     a record to bytes and bytes to a record (the only encoder)
+validate.py  what a decoded record must satisfy before anything trusts it
+
+docs/format.md is the normative description of the fields.
+"""

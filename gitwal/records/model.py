@@ -1,0 +1,197 @@
+"""Record types: the frozen dataclasses of every record, their constants, and
+the marks an agent's hook call leaves in them (docs/format.md is the normative
+description of the fields). How a record becomes bytes, and bytes a record:
+codec.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..ids import Lsn, RunId
+
+FORMAT_VERSION = 1  # the ``v`` of every record (codec.py)
+REPLAY_SAFE = "safe"
+REPLAY_UNSAFE = "unsafe"
+EXEC_TOOL = "exec"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """LSN 1 of every run: what the run is for and where it started."""
+
+    run: RunId
+    lsn: Lsn
+    task: str
+    base: str  # commit id of HEAD when the run began
+    branch: str | None  # None when HEAD was detached
+    steps: tuple[str, ...] = ()
+    # The worktree the run started in and is bound to: (name, path). name is
+    # the linked worktree's name under <common dir>/worktrees/, "" for the
+    # main one. None: a log written before runs were bound (encoded only when set).
+    worktree: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class Intent:
+    """A step about to change the working tree; durable before the change."""
+
+    run: RunId
+    lsn: Lsn
+    tool: str
+    args: dict[str, Any]
+    target: tuple[str, ...]  # paths, relative to the work tree ("." for exec)
+    pre: tuple[str, ...]  # per target: object id or ABSENT (exec: one tree id)
+    post: tuple[str, ...] | None  # per target; None when not known in advance
+    mode: tuple[int, ...]  # per target: git file mode of the pre-image, 0 if absent
+    replay: str
+    key: str  # idempotency key "<run>:<lsn>"
+    check: str | None = None
+    step: int | None = None  # the plan step (1-based) this intent carries out
+    # HMAC-SHA256 of the intent without it, keyed by this clone's secret
+    # (authorship.py): present on an intent that carries a command. Encoded
+    # only when present, so a log without it keeps its bytes.
+    auth: str | None = None
+
+
+@dataclass(frozen=True)
+class Commit:
+    """Closes an intent: the effect landed and was verified."""
+
+    run: RunId
+    lsn: Lsn
+    intent: Lsn
+    post: tuple[str, ...]  # observed post state (exec: the post tree id)
+    verified: str
+    recovered: bool = False
+
+
+@dataclass(frozen=True)
+class Abort:
+    """Closes an intent that did not land, failed verification, or was abandoned."""
+
+    run: RunId
+    lsn: Lsn
+    intent: Lsn
+    reason: str
+    restored: tuple[str, ...] = ()  # paths put back to their pre-image
+    output: str = ""  # tail of a failed check's output
+    # (path, object id): what gitwal saved before it overwrote bytes it had
+    # not written (a blob), or the snapshot a shell step's restore undid
+    # (path ".", a tree); the append keeps each object alive.
+    saved: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """The working tree as of ``covers`` is an ordinary git commit.
+
+    Readers that need the current state start here: nothing before it is
+    needed for recovery, so the records before it may be archived.
+    """
+
+    run: RunId
+    lsn: Lsn
+    git: str  # the checkpoint commit
+    tree: str  # its tree (kept reachable by the log itself)
+    ref: str  # where the commit lives: the branch, or refs/wal-checkpoints/<run>/<lsn>
+    covers: int  # LSN of the last committed intent it includes (0: none)
+    plan: str  # blob id of the run's plan record, so readers need not walk to LSN 1
+    committed: int  # committed intents in the run up to here
+    done_steps: tuple[int, ...] = ()  # plan steps carried out up to here
+    unlogged: tuple[str, ...] = ()  # paths included that no step explains
+
+
+@dataclass(frozen=True)
+class Unlogged:
+    """The tree changed without a durable intent (a hook that timed out or
+    failed open, an edit made before the hooks were installed): recorded when
+    noticed, so the log has no silent gap. It closes nothing and explains the
+    change only as "seen", never as verified."""
+
+    run: RunId
+    lsn: Lsn
+    paths: tuple[str, ...]  # paths whose state differs from the log's expectation
+    expected: tuple[str, ...]  # per path: what the log expected (object id or ABSENT)
+    observed: tuple[str, ...]  # per path: what was found (kept alive by the append)
+    noticed: str  # who noticed, e.g. "claude-code PreToolUse Edit"
+
+
+@dataclass(frozen=True)
+class Seal:
+    """The run's last record, signed: a log whose tail was cut is not sealed.
+
+    ``last`` and ``head`` name the record and the append commit sealed, ``tree``
+    the working tree then; nothing may be appended after a seal."""
+
+    run: RunId
+    lsn: Lsn
+    last: int  # LSN of the record before the seal (== lsn - 1)
+    head: str  # commit id of the append that holds ``last``
+    tree: str  # tree id of the working tree when the run was sealed
+
+
+Record = Plan | Intent | Commit | Abort | Checkpoint | Unlogged | Seal
+TYPES: dict[str, type[Record]] = {
+    "plan": Plan,
+    "intent": Intent,
+    "commit": Commit,
+    "abort": Abort,
+    "checkpoint": Checkpoint,
+    "unlogged": Unlogged,
+    "seal": Seal,
+}
+_NAMES = {cls: name for name, cls in TYPES.items()}
+
+
+def type_name(record: Record) -> str:
+    return _NAMES[type(record)]
+
+
+def summary(record: Record) -> str:
+    """The one-line message of the append commit that carries ``record``."""
+    if isinstance(record, Plan):
+        return f"wal {record.lsn} plan: {record.task[:60]}"
+    if isinstance(record, Intent):
+        return f"wal {record.lsn} intent {record.tool} {' '.join(record.target)[:60]}"
+    if isinstance(record, Commit):
+        return f"wal {record.lsn} commit {record.intent}"
+    if isinstance(record, Checkpoint):
+        return f"wal {record.lsn} checkpoint {record.git[:12]} covers {record.covers}"
+    if isinstance(record, Unlogged):
+        return f"wal {record.lsn} unlogged {' '.join(record.paths)[:60]}"
+    if isinstance(record, Seal):
+        return f"wal {record.lsn} seal {record.last}"
+    return f"wal {record.lsn} abort {record.intent}: {record.reason[:60]}"
+
+
+# -- agent steps: the marks an agent's hook call leaves in its records --------
+
+AGENT_ARG = "agent"  # the args key of an agent intent: {"name", "tool", "call", ...}
+MISS = "prediction miss"  # how a commit's `verified` text starts when post != predicted
+
+
+def agent_tag(intent: Intent) -> dict[str, Any] | None:
+    tag = intent.args.get(AGENT_ARG)
+    return tag if isinstance(tag, dict) else None
+
+
+def is_miss(intent: Intent, commit: Commit) -> bool:
+    """A commit that recorded a post other than the predicted one (agent steps only)."""
+    return intent.post is not None and commit.post != intent.post
+
+
+# What an agent exports to the commands its shell tool runs: a process that
+# sees it runs inside one of that agent's tool calls. (Codex exports nothing
+# of the kind.)
+AGENT_ENV = (("CLAUDECODE", "claude-code"), ("GEMINI_CLI", "gemini-cli"))
+
+
+def calling_agent(env: Mapping[str, str]) -> str | None:
+    """The agent (as ``args.agent.name`` names it) whose tool call runs this process."""
+    for var, name in AGENT_ENV:
+        if env.get(var, "") not in ("", "0"):
+            return name
+    return None

@@ -1,0 +1,6 @@
+"""Recovery: for every open intent, did it land, and what must be repaired.
+
+decide.py  the decision table and the recovery pass (docs/recovery.md)
+files.py   the decisions for file tools
+shell.py   the decisions for shell steps
+"""

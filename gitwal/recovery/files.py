@@ -1,0 +1,179 @@
+"""Recovery's decisions for file tools: whose bytes each target holds (the
+step's own pre, post or torn post; another run's committed change; someone
+else's), and what follows from it, per the table in recovery.py
+(docs/recovery.md is the normative copy). Bytes gitwal did not write are
+never overwritten on its own authority: in doubt, and ``--restore`` saves
+them in the log before it puts the pre-image back.
+"""
+
+from __future__ import annotations
+
+from ..crashpoints import crash_point
+from ..effects import apply_post, missing_images, restore_pre, run_check
+from ..ids import Lsn
+from ..log.store import Ref, Store
+from ..records.model import REPLAY_SAFE, Abort, Commit, Intent, Record
+from ..report import APPLIED, IN_DOUBT, NOT_APPLIED, SUPERSEDED, TORN, Outcome
+from ..worktree.overwrite import (
+    DIRECTORY,
+    SPECIAL,
+    Kept,
+    Saved,
+    describe,
+    found,
+    save,
+    torn_prefix,
+)
+from ..worktree.tree import Worktree
+
+# Whose bytes a target holds (FileDecisions._kind).
+PRE, POST, TORN_POST, FOREIGN = "pre", "post", "torn-post", "foreign"
+OTHER_RUN = "other-run "
+
+
+class FileDecisions:
+    """Mixed into :class:`gitwal.recovery.decide.Recovery`, which provides these."""
+
+    store: Store
+    wt: Worktree
+    redo: bool
+    restore: bool
+    next_lsn: Lsn
+
+    def _append(self, record: Record, refs: list[Ref] | None = None) -> None:
+        raise NotImplementedError
+
+    def _outcome(self, intent: Intent, outcome: str, action: str, detail: str,
+                 changed: tuple[str, ...] = (), open_: bool = False,
+                 saved: tuple[tuple[str, str, str], ...] = ()) -> Outcome:
+        raise NotImplementedError
+
+    def _committed_elsewhere(self) -> dict[tuple[str, str], str]:
+        raise NotImplementedError
+
+    def _decide_file(self, intent: Intent, dry_run: bool) -> Outcome:
+        assert intent.post is not None
+        now = tuple(found(self.wt, p) for p in intent.target)
+        if now == intent.post:
+            if dry_run:
+                return self._outcome(intent, APPLIED, "none", "applied; commit is missing")
+            return self._commit_found(intent, APPLIED, "applied; commit was missing",
+                                      "committed")
+        kinds = [self._kind(intent, i, state) for i, state in enumerate(now)]
+        foreign = tuple(p for p, k in zip(intent.target, kinds, strict=True) if k == FOREIGN)
+        others = [(p, k) for p, k in zip(intent.target, kinds, strict=True)
+                  if k.startswith(OTHER_RUN)]
+        if foreign:
+            return self._decide_foreign(intent, now, foreign, dry_run)
+        outcome, detail = NOT_APPLIED, "not applied"
+        if others:
+            outcome = SUPERSEDED
+            detail = "; ".join(f"{p} now holds the change {k[len(OTHER_RUN):]} committed "
+                               "(left as it is)" for p, k in others)
+        elif now != intent.pre:
+            outcome, detail = TORN, "partially applied (its own bytes: pre, post or a torn post)"
+        if dry_run:
+            return self._outcome(intent, outcome, "none", detail)
+        restored: tuple[str, ...] = ()
+        if any(k in (POST, TORN_POST) for k in kinds):
+            if (missing := missing_images(self.store.repo, intent)):
+                return self._missing(intent, missing)
+            restored = restore_pre(self.wt, intent).restored
+            detail += f"; restored {', '.join(restored)} from the pre-image"
+        if self.redo and intent.replay == REPLAY_SAFE and not others:
+            kept = apply_post(self.wt, intent)
+            if not kept:
+                return self._commit_found(intent, outcome, detail + "; redone", "redone")
+            restored += restore_pre(self.wt, intent).restored
+            detail += f"; not redone: {describe(kept)} changed meanwhile"
+        self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
+                           f"recovery: {detail}; not redone", restored))
+        return self._outcome(intent, outcome, "aborted",
+                             detail + ("" if others else "; redo it"))
+
+    def _kind(self, intent: Intent, i: int, state: str) -> str:
+        """Whose bytes target ``i`` holds: the step's own (pre, post, a torn
+        post), another run's committed change, or someone else's."""
+        assert intent.post is not None
+        if state == intent.pre[i]:
+            return PRE
+        if state == intent.post[i]:
+            return POST
+        if torn_prefix(self.store.repo, self.wt, intent.target[i], intent.post[i],
+                       intent.pre[i]):
+            return TORN_POST
+        by = self._committed_elsewhere().get((intent.target[i], state))
+        if by is not None:
+            return OTHER_RUN + by
+        return FOREIGN
+
+    def _decide_foreign(self, intent: Intent, now: tuple[str, ...],
+                        foreign: tuple[str, ...], dry_run: bool) -> Outcome:
+        """A target holds bytes gitwal did not write (a person's edit, a delete,
+        ``git reset --hard``): never overwritten on gitwal's own authority. In
+        doubt; ``--restore`` first saves them in the log, then restores."""
+        shown = describe(Kept(p, s) for p, s in zip(intent.target, now, strict=True)
+                         if p in foreign)
+        detail = f"in doubt: {shown}"
+        if dry_run or not self.restore:
+            return self._outcome(intent, IN_DOUBT, "none" if dry_run else "left-open", detail,
+                                 foreign, True)
+        if (missing := missing_images(self.store.repo, intent)):
+            return self._missing(intent, missing)
+        saved: list[Saved] = []
+        for p, state in zip(intent.target, now, strict=True):
+            if p in foreign and state in (DIRECTORY, SPECIAL):
+                return self._outcome(intent, IN_DOUBT, "left-open",
+                                     detail + "; --restore cannot save a directory or a "
+                                     "special file: move it away, then recover again",
+                                     foreign, True)
+            if p in foreign and (one := save(self.wt, p)) is not None:
+                saved.append(one)
+        # Durable before anything is overwritten: the abort's append keeps
+        # the saved blobs alive (git gc --prune=now included) and names them.
+        self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
+                           f"recovery: {detail}; restored by request (--restore)",
+                           tuple(p for p, s, pre in zip(intent.target, now, intent.pre,
+                                                        strict=True) if s != pre),
+                           saved=tuple((s.path, s.blob) for s in saved)),
+                     [Ref(s.blob) for s in saved])
+        restored = restore_pre(self.wt, intent, also={s.blob for s in saved})
+        back = "; ".join(f"`{s.command()}` brings back {s.path}" for s in saved)
+        return self._outcome(
+            intent, IN_DOUBT, "restored",
+            detail + f"; restored {', '.join(restored.restored) or 'nothing'} from the "
+            "pre-image" + (f"; what was found is saved: {back}" if back else ""),
+            foreign, saved=tuple((s.path, s.blob, s.command()) for s in saved))
+
+    def _missing(self, intent: Intent, paths: list[str]) -> Outcome:
+        return self._outcome(
+            intent, IN_DOUBT, "left-open",
+            f"in doubt: the pre-image of {', '.join(paths)} is not in the object database "
+            "(pruned, or the log names an object it never stored); nothing was restored",
+            tuple(paths), True)
+
+    def _commit_found(
+        self, intent: Intent, outcome: str, detail: str, action: str
+    ) -> Outcome:
+        """Verify an intent whose post-image is on disk, then commit (or abort)."""
+        assert intent.post is not None
+        observed = tuple(found(self.wt, p) for p in intent.target)
+        ok = observed == intent.post
+        output = ""
+        if ok and intent.check:
+            result = run_check(intent.check, self.wt, intent)
+            ok, output = result.ok, result.output
+        crash_point("after-verify")
+        if not ok:
+            if (missing := missing_images(self.store.repo, intent)):
+                return self._missing(intent, missing)
+            undo = restore_pre(self.wt, intent)
+            left = f"; left in place: {describe(undo.kept)}" if undo.kept else ""
+            self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
+                               "recovery: verification failed" + left, undo.restored, output))
+            return self._outcome(intent, outcome, "aborted",
+                                 detail + "; verification failed, pre-image restored" + left)
+        verified = "hash==post" + (f" && check ok: {intent.check}" if intent.check else "")
+        self._append(Commit(self.store.run, self.next_lsn, intent.lsn, observed,
+                            verified, recovered=True))
+        return self._outcome(intent, outcome, action, detail + "; now committed")

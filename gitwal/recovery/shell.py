@@ -1,0 +1,179 @@
+"""Recovery's decisions for shell steps (``exec`` intents), docs/recovery.md
+"Decisions for exec": a step is "not applied" only when its command provably
+never started; one whose tree changed is in doubt, and ``--restore`` saves
+the snapshot in the log before it puts any path back."""
+
+from __future__ import annotations
+
+import pygit2
+
+from ..effects import run_check, run_command
+from ..ids import Lsn, TreeId
+from ..log.store import Ref, Store
+from ..records.model import REPLAY_SAFE, Abort, Commit, Intent, Record, agent_tag
+from ..report import IN_DOUBT, NOT_APPLIED, Outcome
+from ..worktree.overwrite import bring_back_tree, describe, found, restore_plan, restore_tree
+from ..worktree.snapshot import tree_state, watched_paths
+from ..worktree.tree import Worktree
+
+
+class ExecDecisions:
+    """Mixed into :class:`gitwal.recovery.decide.Recovery`, which provides these."""
+
+    store: Store
+    wt: Worktree
+    redo: bool
+    restore: bool
+    next_lsn: Lsn
+
+    def _append(self, record: Record, refs: list[Ref] | None = None) -> None:
+        raise NotImplementedError
+
+    def _outcome(self, intent: Intent, outcome: str, action: str, detail: str,
+                 changed: tuple[str, ...] = (), open_: bool = False,
+                 saved: tuple[tuple[str, str, str], ...] = ()) -> Outcome:
+        raise NotImplementedError
+
+    def _committed_elsewhere(self) -> dict[tuple[str, str], str]:
+        raise NotImplementedError
+
+    def _finish_restores(self, records: list[Record]
+                         ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """Finish a shell step's restore that a crash cut short.
+
+        The abort of a restored exec step is durable before its paths are put
+        back (it keeps the snapshot they held), so a kill mid-restore leaves
+        the abort as the log's last word and some paths still as the command
+        left them. Those still holding exactly the saved snapshot's state are
+        put back now; any other content is not gitwal's and stays. Only the
+        trailing aborts are finished: after a later intent the tree is the
+        agent's again. Returns (paths put back, paths whose temp files the
+        killed restore left were removed)."""
+        last_intent = max((r.lsn for r in records if isinstance(r, Intent)), default=Lsn(0))
+        intents = {r.lsn: r for r in records if isinstance(r, Intent)}
+        done: list[str] = []
+        cleared: list[str] = []
+        for rec in records:
+            if not (isinstance(rec, Abort) and rec.lsn > last_intent and rec.restored
+                    and rec.saved and rec.saved[0][0] == "."):
+                continue
+            intent = intents.get(rec.intent)
+            if intent is None or intent.tool != "exec":
+                continue
+            cleared += [p for p in rec.restored if self.wt.clear_temp(p, f"r{intent.lsn}")]
+            pre = TreeId(intent.pre[0])
+            saved = TreeId(rec.saved[0][1])
+            if not (isinstance(self.store.repo.get(pre), pygit2.Tree)
+                    and isinstance(self.store.repo.get(saved), pygit2.Tree)):
+                continue  # a damaged log: decided elsewhere (repair), never guessed
+            left = [p for p in rec.restored
+                    if found(self.wt, p) != tree_state(self.store.repo, pre, p)]
+            if left:
+                done.extend(restore_tree(self.wt, pre, saved, left, f"r{intent.lsn}").restored)
+        return tuple(done), tuple(cleared)
+
+    def _running(self, intent: Intent) -> str:
+        if self.store.command_running(intent.lsn) is None:
+            return ""
+        return "; its command is still running (recovery waits until it exits)"
+
+    def _decide_exec(self, intent: Intent, dry_run: bool) -> Outcome:
+        pre_tree = TreeId(intent.pre[0])
+        if not isinstance(self.store.repo.get(pre_tree), pygit2.Tree):
+            return self._outcome(
+                intent, IN_DOUBT, "none" if dry_run else "left-open",
+                f"in doubt: its pre tree {pre_tree[:12]} is not in the object database "
+                "(pruned, or the log names an object it never stored); nothing was restored",
+                (), True)
+        now = self.wt.snapshot(self.store.run, watched_paths(intent))
+        if now != pre_tree:
+            return self._exec_changed(intent, pre_tree, now, dry_run)
+        # Nothing visible changed. Only a command that never started is "not
+        # applied" as a fact: one that ran may have changed what a snapshot
+        # does not see (ignored files, submodules, skip-worktree paths).
+        started = agent_tag(intent) is not None or self.store.command_started(intent.lsn)
+        if not started:
+            if dry_run:
+                return self._outcome(intent, NOT_APPLIED, "none", "not applied (its command "
+                                     "never started)")
+            if self.redo and intent.replay == REPLAY_SAFE:
+                return self._redo_exec(intent, pre_tree, NOT_APPLIED)
+            self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
+                               "recovery: not applied (never started); not redone", ()))
+            return self._outcome(intent, NOT_APPLIED, "aborted",
+                                 "not applied (its command never started); redo it")
+        detail = ("in doubt: no change the snapshot can see, but its command may have run "
+                  "(changes to ignored or untracked-by-snapshot paths are invisible)")
+        if dry_run:
+            return self._outcome(intent, IN_DOUBT, "none", detail + self._running(intent),
+                                 (), True)
+        if self.redo and intent.replay == REPLAY_SAFE:
+            return self._redo_exec(intent, pre_tree, IN_DOUBT)  # declared safe to run twice
+        if self.restore:
+            self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
+                               f"recovery: {detail}; given up by request (--restore)", ()))
+            return self._outcome(intent, IN_DOUBT, "aborted",
+                                 detail + "; nothing visible to restore, closed (--restore)")
+        return self._outcome(intent, IN_DOUBT, "left-open", detail, (), True)
+
+    def _exec_changed(self, intent: Intent, pre_tree: TreeId, now: TreeId,
+                      dry_run: bool) -> Outcome:
+        changed = tuple(self.wt.changed_paths(pre_tree, now))
+        detail = f"command may have run: {len(changed)} path(s) differ from the pre tree"
+        if dry_run:
+            return self._outcome(intent, IN_DOUBT, "none", detail + self._running(intent),
+                                 changed, True)
+        if not self.restore:
+            return self._outcome(intent, IN_DOUBT, "left-open", detail, changed, True)
+        # Another run's committed change is not this step's to undo.
+        elsewhere = self._committed_elsewhere()
+        theirs = [p for p in changed if (p, tree_state(self.store.repo, now, p)) in elsewhere]
+        plan, moved = restore_plan(self.wt, now, [p for p in changed if p not in theirs])
+        # The abort (and its append, which keeps the snapshot ``now``) is
+        # durable before anything is put back: every byte the restore
+        # overwrites can be brought back from that tree.
+        self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
+                           "recovery: in doubt; restored the pre tree by request",
+                           tuple(plan), saved=((".", now),) if plan else ()),
+                     [Ref(now, is_tree=True)])
+        undo = restore_tree(self.wt, pre_tree, now, plan, f"r{intent.lsn}")
+        detail += f"; restored {len(undo.restored)} path(s) to the pre tree"
+        if undo.restored:
+            cmd = bring_back_tree(now, undo.restored)
+            detail += f"; what they held is saved: `{cmd}` brings it back"
+        if theirs:
+            detail += "; left " + ", ".join(
+                f"{p} (committed {elsewhere[(p, tree_state(self.store.repo, now, p))]})"
+                for p in theirs)
+        if moved or undo.kept:
+            detail += f"; left in place (changed since): {describe((*moved, *undo.kept))}"
+        saved = ((".", now, bring_back_tree(now, undo.restored)),) if undo.restored else ()
+        return self._outcome(intent, IN_DOUBT, "restored", detail, changed, saved=saved)
+
+    def _redo_exec(self, intent: Intent, pre_tree: TreeId, outcome: str) -> Outcome:
+        with self.store.command_lock(intent.lsn) as hold:
+            ran = run_command(intent.args["argv"], self.wt, intent, hold)
+            post = self.wt.snapshot(self.store.run, watched_paths(intent))
+            ok, failure = ran.ok, ran.failure
+            output = ""
+            if ok and intent.check:
+                result = run_check(intent.check, self.wt, intent, hold)
+                ok, output = result.ok, result.output
+                failure = result.failure
+        if ok:
+            self._append(Commit(self.store.run, self.next_lsn, intent.lsn, (post,),
+                                "exit 0 (redone by recovery)", True),
+                         [Ref(post, is_tree=True)])
+            return self._outcome(intent, outcome, "redone", f"{outcome}; redone")
+        changed = self.wt.changed_paths(pre_tree, post)
+        plan, _moved = restore_plan(self.wt, post, changed)
+        self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
+                           f"recovery: redo failed ({failure})", tuple(plan), output,
+                           saved=((".", post),) if plan else ()),
+                     [Ref(post, is_tree=True)])
+        undo = restore_tree(self.wt, pre_tree, post, plan, f"r{intent.lsn}")
+        return self._outcome(intent, outcome, "aborted",
+                             f"{outcome}; redo failed ({failure}), {len(undo.restored)} "
+                             "changed path(s) restored")
+
+

@@ -1,0 +1,165 @@
+"""`git wal push`: send the selected runs' logs, never forcing one.
+
+``refs/wal/<run>``, ``refs/wal-archive/<run>/<n>`` and
+``refs/wal-checkpoints/<run>/<lsn>`` go under the same names with refspecs
+that have no ``+``: git refuses any update that is not a fast-forward, and
+that refusal is reported per ref, never retried. One update that is not a
+fast-forward is sent on purpose, as a compare-and-swap: a run compacted here
+replaces the remote's live chain only if the remote's head is exactly the one
+read, and an archive pushed first keeps it (``--force-with-lease``), so the
+remote loses no record. Nothing is pushed while a log holds an untracked
+secret-looking file (docs/security.md "Secrets").
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import pygit2
+
+from ..display import safe
+from ..errors import WalError
+from ..log.rewrite import ARCHIVE_PREFIX
+from ..log.runs import select_runs
+from ..repository import open_repository
+from .refs import (
+    BARE_OK,
+    LIVE_PREFIX,
+    RefOutcome,
+    Transfer,
+    ancestor_or_same,
+    archived,
+    last_line,
+    log_refs,
+    resolve_remote,
+    run_git,
+    split_ref,
+)
+from .secret_scan import SecretInLog, scan
+
+PUSH_BATCH = 200  # refspecs per `git push`: keeps the command line far below ARG_MAX
+
+_PUSHED = {"*": "created", " ": "updated", "+": "compacted", "=": "up-to-date",
+           "!": "rejected", "-": "deleted"}
+
+
+def _porcelain(stdout: str) -> dict[str, RefOutcome]:
+    """`git push --porcelain` lines: ``<flag>\\t<src>:<dst>\\t<summary>``."""
+    out = {}
+    for line in stdout.splitlines():
+        parts = line.split("\t")
+        if len(parts) < 3 or len(parts[0]) != 1 or ":" not in parts[1]:
+            continue
+        dst = parts[1].split(":", 1)[1]
+        status = _PUSHED.get(parts[0], "rejected")
+        out[dst] = RefOutcome(dst, status, parts[2].strip() if status != "up-to-date" else "")
+    return out
+
+
+def _push_batch(cwd: Path, remote: str, refs: Sequence[str],
+                leases: dict[str, str]) -> tuple[list[RefOutcome], list[str]]:
+    outcomes: list[RefOutcome] = []
+    messages: list[str] = []
+    for i in range(0, len(refs), PUSH_BATCH):
+        batch = refs[i:i + PUSH_BATCH]
+        args = ["push", "--porcelain", "--no-follow-tags", "--recurse-submodules=no"]
+        args += [f"--force-with-lease={ref}:{leases[ref]}" for ref in batch if ref in leases]
+        proc = run_git(cwd, *args, remote, *[f"{ref}:{ref}" for ref in batch])
+        messages += [ln.rstrip() for ln in proc.stderr.splitlines() if ln.startswith("remote:")]
+        seen = _porcelain(proc.stdout)
+        if not seen and proc.returncode != 0:
+            raise WalError(f"git push to {remote} failed: {last_line(proc.stderr)}",
+                           "check the remote's URL and your access (`git remote -v`); "
+                           "nothing was pushed")
+        for ref in batch:
+            outcomes.append(seen.get(ref) or RefOutcome(
+                ref, "rejected", f"git reported nothing for it: {last_line(proc.stderr)}"))
+    return outcomes, messages
+
+
+def _remote_heads(cwd: Path, remote: str, refs: Sequence[str]) -> dict[str, str]:
+    proc = run_git(cwd, "ls-remote", remote, *refs)
+    if proc.returncode != 0:
+        raise WalError(f"cannot read the logs of {remote}: {last_line(proc.stderr)}",
+                       "check the remote's URL and your access (`git remote -v`)")
+    heads = {}
+    for line in proc.stdout.splitlines():
+        oid, _, name = line.partition("\t")
+        if name in refs:
+            heads[name] = oid
+    return heads
+
+
+def _leases(cwd: Path, repo: pygit2.Repository, remote: str,
+            local: dict[str, str]) -> dict[str, str]:
+    """Live refs compacted here: ref -> the remote head an archive of this push keeps."""
+    compacted_runs = set()
+    for ref in local:
+        where = split_ref(ref)
+        if where is not None and where[0] == ARCHIVE_PREFIX:
+            compacted_runs.add(where[1])
+    live = [f"{LIVE_PREFIX}{run}" for run in sorted(compacted_runs)
+            if f"{LIVE_PREFIX}{run}" in local]
+    if not live:
+        return {}
+    leases = {}
+    for ref, theirs in _remote_heads(cwd, remote, live).items():
+        ours = local[ref]
+        if ancestor_or_same(repo, theirs, ours):
+            continue  # a plain fast-forward (or nothing to do)
+        if archived(repo, ref[len(LIVE_PREFIX):], theirs):
+            leases[ref] = theirs
+    return leases
+
+
+def _refuse_secrets(repo: pygit2.Repository, runs: Iterable[str]) -> None:
+    """Nothing is pushed when a log holds an untracked secret-looking file.
+
+    A guarded remote keeps every record for good, so this is the last point
+    at which such a file can stay on this machine (docs/security.md "Secrets").
+    """
+    leaks = [leak for run in runs for leak in scan(repo, run)]
+    if not leaks:
+        return
+    first = leaks[0]
+    more = f" (and {len(leaks) - 1} more path(s))" if len(leaks) > 1 else ""
+    shown = safe(first.path)
+    raise SecretInLog(
+        f"refusing to push run {first.run}: its log holds {shown}, which matches a secret "
+        f"pattern and is not tracked in the run's base commit ({first.where}){more}; "
+        "nothing was pushed",
+        f"if it is not a secret, allow it with `git config --add wal.secretPattern "
+        f"{shlex.quote('!/' + first.path)}` and push again; if it is, keep this run here "
+        "(`git wal push --run OTHER` sends other runs) and treat the secret as exposed "
+        "wherever the log was copied")
+
+
+def push(cwd: Path, remote: str | None, run_id: str | None, everything: bool) -> Transfer:
+    """Push the selected runs' logs (default: the current run, else every run)."""
+    name = resolve_remote(cwd, remote)
+    repo = open_repository(cwd, BARE_OK)
+    runs = select_runs(repo, run_id, everything)
+    _refuse_secrets(repo, runs)
+    local = log_refs(repo, runs)
+    if not local:
+        return Transfer(name, ())
+    leases = _leases(cwd, repo, name, local)
+    first = sorted(ref for ref in local if ref not in leases)
+    outcomes, messages = _push_batch(cwd, name, first, {})
+    landed = {o.ref for o in outcomes if o.status in ("created", "up-to-date")}
+    second: list[str] = []
+    held: list[str] = []
+    for ref in sorted(leases):
+        run = ref[len(LIVE_PREFIX):]
+        archives = [r for r in local if r.startswith(f"{ARCHIVE_PREFIX}{run}/")]
+        # The old chain must be on the remote before the live ref leaves it.
+        (second if all(a in landed for a in archives) else held).append(ref)
+    if second:
+        more, msgs = _push_batch(cwd, name, second, leases)
+        outcomes += more
+        messages += msgs
+    outcomes += [RefOutcome(ref, "rejected", "not sent: its archive did not land")
+                 for ref in held]
+    return Transfer(name, tuple(sorted(outcomes, key=lambda o: o.ref)), tuple(messages))

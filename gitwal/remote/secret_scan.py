@@ -1,0 +1,114 @@
+"""Before a push: does a run's log hold an untracked secret-looking file?
+
+Logs written before snapshots left secrets out (gitwal/secrets.py) may hold
+``.env`` and the like in their snapshot trees or ``unlogged`` records. A
+remote guarded by gitwal's pre-receive hook never lets a log shrink, so once
+pushed such a file cannot be taken back: `git wal push` refuses the run
+instead (docs/security.md "Secrets").
+
+A path counts when it matches a secret pattern, is present in a tree the log
+keeps (an exec step's pre or post tree, a checkpoint's tree, any tree an
+append keeps alive) or named with content by an ``unlogged`` record, and is
+absent from the run's base commit (a file tracked there is in git already).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import pygit2
+from pygit2.enums import DeltaStatus, ObjectType
+
+from .. import secrets
+from ..errors import CorruptLog, WalError
+from ..ids import ABSENT, RunId
+from ..log.chain import Chain
+from ..log.rewrite import ARCHIVE_PREFIX
+from ..log.segments import Segment, object_kind, read_segment
+from ..records.model import Checkpoint, Commit, Intent, Plan, Unlogged
+from ..worktree.snapshot import tree_state
+
+
+class SecretInLog(WalError):
+    """A run's log holds an untracked secret-looking file: it is not pushed."""
+
+
+@dataclass(frozen=True)
+class Leak:
+    run: str
+    path: str
+    where: str  # which record or tree holds it
+
+
+def _heads(repo: pygit2.Repository, run: str) -> list[tuple[str, str]]:
+    out = []
+    live = repo.references.get(f"refs/wal/{run}")
+    if live is not None:
+        out.append((live.name, str(live.target)))
+    prefix = f"{ARCHIVE_PREFIX}{run}/"
+    out += [(name, str(repo.references[name].target)) for name in repo.references
+            if name.startswith(prefix)]
+    return out
+
+
+def _base_tree(repo: pygit2.Repository, run: str, seg: Segment) -> pygit2.Tree | None:
+    entries = seg.entries
+    if not entries:
+        return None
+    first = entries[0].record
+    try:
+        plan = first if isinstance(first, Plan) else Chain(repo, RunId(run)).plan(first)
+        commit = repo[plan.base]
+    except (CorruptLog, KeyError, ValueError):
+        return None  # no base to compare with: every matching path counts
+    return commit.tree if isinstance(commit, pygit2.Commit) else None
+
+
+def _trees(seg: Segment) -> list[tuple[str, str]]:
+    """(tree id, where) of every tree the segment names or keeps."""
+    out: list[tuple[str, str]] = []
+    intents: dict[int, Intent] = {}
+    for e in seg.entries:
+        rec = e.record
+        if isinstance(rec, Intent) and rec.tool == "exec":
+            intents[rec.lsn] = rec
+            out.append((rec.pre[0], f"the pre tree of exec step LSN {rec.lsn}"))
+        elif isinstance(rec, Commit) and rec.intent in intents:
+            out.append((rec.post[0], f"the post tree of exec step LSN {rec.intent}"))
+        elif isinstance(rec, Checkpoint):
+            out.append((rec.tree, f"the tree of checkpoint LSN {rec.lsn}"))
+    for a in seg.appends:
+        out += [(oid, f"a tree kept by append {a.oid[:12]}") for oid in sorted(a.objects)]
+    return out
+
+
+def scan(repo: pygit2.Repository, run: str) -> list[Leak]:
+    """Every untracked secret-looking path the log of ``run`` would send."""
+    match = secrets.matcher(secrets.patterns(repo))
+    leaks: dict[str, Leak] = {}
+    seen: set[str] = set()
+    for ref, head in _heads(repo, run):
+        seg, _failures = read_segment(repo, run, ref, head, live=ref.startswith("refs/wal/"))
+        base = _base_tree(repo, run, seg)
+        for e in seg.entries:
+            rec = e.record
+            if isinstance(rec, Unlogged):
+                for path, have in zip(rec.paths, rec.observed, strict=False):
+                    if (have != ABSENT and path not in leaks and match(path)
+                            and (base is None or tree_state(repo, str(base.id), path) == ABSENT)):
+                        leaks[path] = Leak(run, path, f"unlogged record LSN {rec.lsn}")
+        for oid, where in _trees(seg):
+            if oid in seen or object_kind(repo, oid) != ObjectType.TREE:
+                continue
+            seen.add(oid)
+            tree = repo[oid]
+            assert isinstance(tree, pygit2.Tree)
+            diff = base.diff_to_tree(tree) if base is not None else tree.diff_to_tree(swap=True)
+            for delta in diff.deltas:
+                if delta.status != DeltaStatus.ADDED:
+                    continue
+                path = os.fsdecode(delta.new_file.raw_path)
+                if path not in leaks and match(path):
+                    leaks[path] = Leak(run, path, where)
+    return sorted(leaks.values(), key=lambda leak: leak.path)

@@ -1,0 +1,164 @@
+"""Whole-tree snapshots of shell steps: a tree of every tracked and
+untracked-but-not-ignored file, written through a scratch index, never the
+user's (``.git/wal/index/<run>``); the paths two snapshots differ in, and what
+a path holds in a tree.
+
+Mixed into :class:`gitwal.worktree.tree.Worktree`, so a caller writes
+``wt.snapshot(run)``. Untracked secret-looking files (secrets.py) never enter
+a snapshot, nor the object database.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+import pygit2
+
+from .. import secrets
+from ..durable import makedirs_durable, sync_filesystem
+from ..errors import WalError
+from ..ids import ABSENT, TreeId
+from ..records.model import Intent
+
+
+def tree_state(repo: pygit2.Repository, tree_id: str, path: str) -> str:
+    """The object id ``path`` has in a tree, or ABSENT."""
+    tree = repo[tree_id]
+    assert isinstance(tree, pygit2.Tree)
+    try:
+        return str(tree[path].id)
+    except KeyError:
+        return ABSENT
+
+
+class Snapshots:
+    """Mixed into :class:`gitwal.worktree.tree.Worktree`, which provides these."""
+
+    repo: pygit2.Repository
+    root: Path
+
+    def snapshot(self, run: str, watch: Sequence[str] = ()) -> TreeId:
+        """A tree of every tracked and untracked-but-not-ignored file, durable.
+
+        ``watch``: tree-relative paths whose ignored files are included too
+        (``git wal exec --watch``), so a step that changes them is seen. Such
+        a snapshot uses a scratch index of its own, so the paths do not widen
+        the run's other snapshots.
+
+        Untracked files that match a secret pattern (gitwal/secrets.py) count
+        as ignored: they never enter the tree, nor the object database.
+
+        Call only while holding ``run``'s lock. The run's own scratch index
+        (``.git/wal/index/<run>``, seeded from a copy of the user's index)
+        keeps the stat cache between snapshots and leaves the user's index
+        alone; because only the lock holder uses it, a leftover ``.lock`` is
+        stale, and an index torn by a crash is only a lost cache: rebuilt.
+        When it returns, the tree's objects and the working tree's files are
+        on stable storage (one syncfs, not an fsync per object).
+        """
+        index = self._scratch_index(run)
+        if watch:
+            key = hashlib.sha1("\0".join(sorted(watch)).encode()).hexdigest()[:12]
+            index = index.with_name(f"{index.name}.watch-{key}")
+        if not index.parent.is_dir():
+            makedirs_durable(index.parent)
+        user_index = Path(self.repo.path) / "index"
+        if not index.exists() and user_index.exists():
+            index.write_bytes(user_index.read_bytes())
+        lock = index.with_name(index.name + ".lock")
+        pats = secrets.patterns(self.repo)
+        excludes, changed = secrets.excludes_file(self.repo, pats)
+        try:
+            tree = self._write_tree(index, lock, excludes, pats, changed, watch)
+        except WalError:
+            index.unlink(missing_ok=True)  # torn or foreign: start from nothing
+            tree = self._write_tree(index, lock, excludes, pats, changed, watch)
+        sync_filesystem(self.repo.path)
+        if os.stat(self.repo.path).st_dev != os.stat(self.root).st_dev:
+            sync_filesystem(self.root)
+        return tree
+
+    def _scratch_index(self, run: str) -> Path:
+        return Path(self.repo.path) / "wal" / "index" / run
+
+    def forget_snapshots(self, run: str) -> None:
+        """Delete the run's scratch indexes (caches; shared parts expire in git)."""
+        index = self._scratch_index(run)
+        for path in [index, *index.parent.glob(f"{index.name}.watch-*")]:
+            path.unlink(missing_ok=True)
+            path.with_name(path.name + ".lock").unlink(missing_ok=True)
+
+    def _write_tree(self, index: Path, lock: Path, excludes: Path,
+                    pats: list[str], recheck: bool, watch: Sequence[str] = ()) -> TreeId:
+        lock.unlink(missing_ok=True)  # stale: we hold the run lock
+        # The repository and tree gitwal opened, named explicitly: they may come
+        # from GIT_DIR/GIT_WORK_TREE with no .git entry in the tree to find.
+        env = dict(os.environ, GIT_INDEX_FILE=str(index), GIT_DIR=self.repo.path,
+                   GIT_WORK_TREE=str(self.root))
+        def git(args: list[str], stdin: bytes | None = None) -> bytes:
+            proc = subprocess.run(["git", *cfg, *args], cwd=self.root, env=env, input=stdin,
+                                  capture_output=True)
+            if proc.returncode != 0:
+                raise WalError(
+                    "could not snapshot the working tree: "
+                    f"{os.fsdecode(proc.stderr).strip()}",
+                    "check that `git status` works in this repository",
+                )
+            return proc.stdout
+
+        # Each new loose object is fsynced before git links it into place, so
+        # a crash never leaves a torn object that a later write would take for
+        # present; the syncfs() after the snapshot makes the directory entries
+        # durable. A split index: each snapshot rewrites only the entries that
+        # changed, not the whole index (~100 bytes per file: 5 MB at 50k
+        # files); git keeps the shared part in sharedindex.<id> in the git dir
+        # and expires unused ones after two weeks. The excludes file holds the
+        # user's own global excludes plus the secret patterns: git's ignore
+        # rules, so untracked secrets are never read.
+        cfg = ["-c", "core.fsync=loose-object", "-c", "core.fsyncMethod=fsync",
+               "-c", "core.splitIndex=true", "-c", f"core.excludesFile={excludes}"]
+        added = secrets.added_paths(git(["add", "-A", "-v", "--", "."]))
+        present = [w for w in watch if os.path.lexists(self.root / w)]
+        if present:
+            # Ignored files under the watched paths too (-f). Never without a
+            # pathspec: that would force-add every ignored file of the tree.
+            # Entries whose files are gone were removed by `add -A` above.
+            more = secrets.added_paths(git(["add", "-A", "-f", "-v", "--", *present]))
+            added = None if added is None or more is None else added + more
+        # A repository's .gitignore outranks core.excludesFile (`!.env` in it
+        # re-includes .env), and an index from an older snapshot may hold a
+        # secret already: drop every untracked entry the patterns match. What
+        # `add` just added is checked here (cheap); the whole index only when
+        # the patterns changed or the output could not be parsed.
+        if added is None or recheck:
+            drop = secrets.untracked_matches(self.root, index, pats, self.repo.path)
+        else:
+            match = secrets.matcher(pats)
+            found = [p for p in added if match(p)]
+            known = secrets.tracked(self.root, found, self.repo.path)
+            drop = [p for p in found if p not in known]
+        if drop:
+            git(["update-index", "-z", "--force-remove", "--stdin"],
+                b"".join(os.fsencode(p) + b"\0" for p in drop))
+        return TreeId(git(["write-tree"]).decode().strip())
+
+    def changed_paths(self, old: TreeId, new: TreeId) -> list[str]:
+        """Paths whose content or mode differs between two snapshots."""
+        a, b = self.repo[old], self.repo[new]
+        assert isinstance(a, pygit2.Tree) and isinstance(b, pygit2.Tree)
+        diff = a.diff_to_tree(b)
+        paths: set[str] = set()
+        for delta in diff.deltas:
+            paths.add(delta.old_file.path)
+            paths.add(delta.new_file.path)
+        return sorted(paths)
+
+
+def watched_paths(intent: Intent) -> list[str]:
+    """The paths an exec intent's snapshots include ignored files of."""
+    watch = intent.args.get("watch", [])
+    return [w for w in watch if isinstance(w, str)] if isinstance(watch, list) else []
