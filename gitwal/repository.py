@@ -64,3 +64,8 @@ def worktree_name(repo: pygit2.Repository) -> str:
     if gitdir == common_dir(repo).resolve():
         return ""
     return gitdir.name
+
+
+def wal_dir(repo: pygit2.Repository) -> Path:
+    """gitwal's private directory inside this worktree's git dir (``current``)."""
+    return Path(repo.path) / "wal"

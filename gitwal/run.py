@@ -58,9 +58,27 @@ class Run:
         self.store = store
         self.wt = wt
         self.id: RunId = store.run
+        self.ref_name = store.ref_name
 
     def records(self) -> list[Record]:
+        """The whole log, validated as a chain."""
         return self.store.records()
+
+    def since_checkpoint(self) -> list[Record]:
+        """The records from the newest checkpoint on (the whole log without one)."""
+        return self.store.segment()
+
+    def recent(self, appends: int = 1) -> list[Record]:
+        """The records of the newest ``appends`` appends, oldest first (fewer
+        when the log holds fewer appends)."""
+        out: list[Record] = []
+        head = self.store.head()
+        for _ in range(appends):
+            if head is None:
+                break
+            out[:0] = self.store.head_records(head)
+            head = self.store.parent(head)
+        return out
 
     # -- appends -----------------------------------------------------------
 

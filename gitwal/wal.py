@@ -19,12 +19,12 @@ from .ids import Lsn, RunId, valid_run_id
 from .log.appends import repair_hint
 from .log.repair import RepairResult
 from .log.repair import repair as repair_log
-from .log.store import Store, list_runs, wal_dir
+from .log.store import Store, list_runs
 from .records.codec import encode
 from .records.model import Abort, Checkpoint, Commit, Intent, Plan, Record, Seal, Unlogged
 from .recovery.decide import Recovery
 from .report import Report
-from .repository import common_dir, open_repository, worktree_name
+from .repository import common_dir, open_repository, wal_dir, worktree_name
 from .run import Run
 from .signing.signer import configured_signer
 from .worktree.tree import Worktree

@@ -44,7 +44,7 @@ def resume_context(wal: Wal, run: Run, source: str, fresh: bool, notes: list[str
     if not fresh:
         lines.append(render(report or wal.report(run.id)))
         if source == "compact":
-            steps = recent_steps(run.store.segment())
+            steps = recent_steps(run.since_checkpoint())
             if steps:
                 lines.append("Most recent logged steps, oldest first:")
                 lines += [f"- {s}" for s in steps]

@@ -30,8 +30,8 @@ import pygit2
 from .. import checkpoint as cp
 from ..errors import NotARepository, PathRefused, RunBusy, UnknownRun, WalError
 from ..ids import RunId, valid_run_id
-from ..log.store import Store, wal_dir
 from ..records.model import Checkpoint, Commit, Intent, Record, Unlogged, agent_tag
+from ..repository import wal_dir
 from ..run import Run
 from ..wal import Wal
 from .call import Call, Outcome
@@ -189,7 +189,11 @@ class Session:
                    served, async_close)
 
     def exists(self) -> bool:
-        return Store(self.wal.repo, self.run_id).exists()
+        try:
+            self.wal.run(self.run_id, read_only=True)
+        except UnknownRun:
+            return False
+        return True
 
     def run(self) -> Run:
         """The session's run, begun on first use (its plan names the session)."""
@@ -346,12 +350,8 @@ def _other_open_runs(wal: Wal, rid: RunId) -> list[str]:
         return []
     if current == rid:
         return []
-    store = Store(wal.repo, current)
-    head = store.head()
-    if head is None:
-        return []
-    last = store.head_records(head)[-1]
-    return [current] if isinstance(last, Intent) else []
+    newest = wal.run(current, read_only=True).recent()
+    return [current] if newest and isinstance(newest[-1], Intent) else []
 
 
 def _pending(records: list[Record]) -> bool:
@@ -363,14 +363,14 @@ def _pre_compact(session: Session, run: Run, action: PreCompact) -> Reply:
     # The last call's closing hook may still be on its way (it runs in the
     # background): an intent it is about to close is not a reason to refuse.
     session.external(run).await_closing(session.config.open_wait)
-    records = run.store.segment()
+    records = run.since_checkpoint()
     last = records[-1]
     if isinstance(last, Intent) and action.trigger == "manual":
         return Reply(block=_open_intent_block(run, last))
     # trigger auto: refusing would fail the request that needed the room, so
     # settle what is open and secure the rest instead (docs/agents.md).
     session.external(run).settle(f"PreCompact {action.trigger}", session.config.open_wait)
-    records = run.store.segment()
+    records = run.since_checkpoint()
     if not _pending(records):
         return Reply()
     try:

@@ -12,10 +12,11 @@ and handler of the file stays as it was (and in its order). A handler is
 gitwal's when its command runs gitwal's hook entry point for that agent
 (:func:`is_ours`). Files are replaced atomically.
 
-The entries for Codex and Gemini CLI are data shipped with gitwal:
-``hooks/codex/hooks.json`` and ``hooks/gemini/hooks.json`` of the source
-(package data of ``gitwal._hooks``), each in the shape of the agent's own file
-with :data:`COMMAND` where the hook command goes (:func:`groups`).
+The entries come from the agent's adapter (``Adapter.groups``). For Codex
+and Gemini CLI the same entries ship as data, ``hooks/codex/hooks.json`` and
+``hooks/gemini/hooks.json`` (package data of ``gitwal._hooks``), in the shape
+of the agent's own file with :data:`COMMAND` where the hook command goes; a
+test keeps the two equal.
 """
 
 from __future__ import annotations
@@ -26,17 +27,14 @@ import re
 import shlex
 import sys
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from ..durable import atomic_write, makedirs_durable
 from ..errors import WalError
+from .adapter import Groups, adapter
 
 CLIENT = Path(__file__).with_name("hook_client.py")  # runs client.py from its bytecode
-
-
-Groups = dict[str, dict[str, Any]] | dict[str, list[dict[str, Any]]]
 
 
 class SettingsError(WalError):
@@ -78,31 +76,13 @@ def target(agent: str, scope: str, top: Path) -> Target:
     return Target(agent, scope, root / rel)
 
 
-# agent -> its hook definitions, under hooks/ of the source (gitwal._hooks installed)
-DEFINITIONS = {"codex": "codex/hooks.json", "gemini": "gemini/hooks.json"}
-COMMAND = "@GITWAL_HOOK_COMMAND@"  # in a definition: where the command of hook_command goes
-
-
-def definitions(agent: str) -> dict[str, list[dict[str, Any]]]:
-    """``agent``'s hook definitions as shipped (event -> matcher groups), with
-    :data:`COMMAND` in place of each handler's command."""
-    text = resources.files("gitwal._hooks").joinpath(DEFINITIONS[agent]).read_text("utf-8")
-    hooks: dict[str, list[dict[str, Any]]] = json.loads(text)["hooks"]
-    return hooks
+COMMAND = "@GITWAL_HOOK_COMMAND@"  # in a shipped definition: where the hook command goes
 
 
 def groups(agent: str, command: str) -> Groups:
-    """The matcher groups ``install`` merges for ``agent``, running ``command``."""
-    if agent not in DEFINITIONS:
-        from .claude import groups as claude_groups  # Claude Code's are built in code
-
-        return claude_groups(command)
-    out = definitions(agent)
-    for event_groups in out.values():
-        for group in event_groups:
-            for handler in group["hooks"]:  # all gitwal's (tests/test_agent_install.py)
-                handler["command"] = command
-    return out
+    """The matcher groups ``install`` merges for ``agent``, running ``command``
+    (the adapter's; hooks/<agent>/ ships the same entries as data)."""
+    return adapter(agent).groups(command)
 
 
 def hook_command(agent: str, fast: bool = True) -> str:

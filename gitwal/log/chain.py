@@ -222,6 +222,11 @@ class Chain(AppendReader):
         self._newest = (head, records)
         return list(records)
 
+    def parent(self, head: CommitId) -> CommitId | None:
+        """The append before ``head`` (None at the root)."""
+        parents = self._commit(head).parent_ids
+        return CommitId(str(parents[0])) if parents else None
+
     def validated(self, head: CommitId) -> list[tuple[Record, bytes]]:
         """Every record from ``head`` back to the root, validated as a chain."""
         return self._walk(head, stop_at_checkpoint=False)

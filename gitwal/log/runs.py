@@ -11,8 +11,9 @@ import pygit2
 
 from ..errors import UnknownRun
 from ..ids import RunId, valid_run_id
+from ..repository import wal_dir
 from .rewrite import ARCHIVE_PREFIX
-from .store import list_runs, wal_dir
+from .store import list_runs
 
 
 def all_runs(repo: pygit2.Repository) -> list[str]:

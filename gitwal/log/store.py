@@ -66,11 +66,6 @@ _SIGNATURE = ("gitwal", "gitwal@localhost")
 pygit2.settings.enable_fsync_gitdir(True)
 
 
-def wal_dir(repo: pygit2.Repository) -> Path:
-    """gitwal's private directory inside this worktree's git dir (``current``)."""
-    return Path(repo.path) / "wal"
-
-
 class RunSealed(WalError):
     """The run ends in a seal: nothing may be appended to it, nor its chain rewritten."""
 

@@ -29,7 +29,7 @@ import pygit2
 
 from .. import checkpoint as cp
 from ..errors import StepFailed, ToolRefused, UnknownRun, WalError
-from ..ids import CommitId, Lsn, RunId, TreeId
+from ..ids import Lsn, RunId, TreeId
 from ..prompt import render
 from ..records.model import Abort, Commit, Intent, Record, calling_agent
 from ..run import Run, StepResult
@@ -191,7 +191,7 @@ class Host:
             self.pinned = run.id
             numbered = "".join(f"\n  {n}. {s}" for n, s in enumerate(steps, start=1))
             return Reply(True, f"began run {run.id}: {task}{numbered}",
-                         {"run": run.id, "ref": run.store.ref_name, "task": task,
+                         {"run": run.id, "ref": run.ref_name, "task": task,
                           "steps": list(steps)})
 
         return self._serialized(work)
@@ -260,16 +260,9 @@ def _recent(run: Run, lsn: Lsn) -> list[Record]:
     """Records that hold intent ``lsn`` and what closes it: normally the newest
     two appends (one commit and one tree each); the whole segment only when
     another process appended in between."""
-    store = run.store
-    head = store.head()
-    if head is None:
-        return []
-    records = store.head_records(head)
-    obj = store.repo.get(head)
-    if isinstance(obj, pygit2.Commit) and obj.parent_ids:
-        records = store.head_records(CommitId(str(obj.parent_ids[0]))) + records
+    records = run.recent(appends=2)
     if not any(isinstance(r, Intent) and r.lsn == lsn for r in records):
-        records = store.segment()
+        records = run.since_checkpoint()
     return records
 
 
@@ -330,8 +323,8 @@ def _failure_data(state: dict[str, Any], error: WalError) -> dict[str, Any]:
     if not isinstance(error, StepFailed):
         return data  # refused before anything was logged
     with contextlib.suppress(WalError, pygit2.GitError, OSError):
-        head = run.store.head()
-        last = run.store.head_records(head)[-1] if head else None
+        newest = run.recent()
+        last = newest[-1] if newest else None
         if isinstance(last, Abort):
             data["aborted"] = {"intent": last.intent, "lsn": last.lsn, "reason": last.reason,
                                "restored": list(last.restored), "output": last.output}
