@@ -2,6 +2,7 @@
 
 store.py          the one writer of refs/wal/*: appends by compare-and-swap
 chain.py          reads a run's chain back, newest first, checking its links
+appends.py        reads one append commit: its records, decoded and checked
 segments.py       the tolerant reader that names what is damaged
 packwrite.py      each append's objects as one kept pack (gc cannot take them)
 keepalive.py      which loose objects an append must carry into its pack
