@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TypeVar
 
 import pygit2
 
@@ -29,28 +28,6 @@ from .packwrite import BLOB, MERGE_AT, TREE, RawObject, merge
 
 class AppendLost(WalError):
     """A concurrent ``git gc --prune=now`` removed objects of an append; it was undone."""
-
-
-_T = TypeVar("_T")
-_WRITE_TRIES = 3
-
-
-def write_retrying(run: str, write: Callable[[], _T]) -> _T:
-    """Write objects, trying again when a concurrent ``git gc`` pulled a
-    directory from under libgit2 (it prunes empty ``objects/xx`` dirs); a
-    write of the same content is idempotent. Still failing: a WalError."""
-    for attempt in range(_WRITE_TRIES):
-        try:
-            return write()
-        except (pygit2.GitError, OSError) as e:
-            if attempt == _WRITE_TRIES - 1:
-                raise WalError(
-                    f"could not write objects for run {run}: {e}",
-                    "nothing was appended by this write; run the command again (if it "
-                    f"left a step open, `git wal recover --run {run}` first); a concurrent "
-                    "`git gc --prune=now` can cause this",
-                ) from e
-    raise AssertionError("not reached")
 
 
 def gather_loose(repo: pygit2.Repository, common: Path, run: str, oid: str, is_tree: bool,

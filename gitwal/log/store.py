@@ -44,7 +44,7 @@ from ..repository import common_dir
 from .appends import REF_PREFIX
 from .authorship import attach
 from .command_locks import CommandLocks
-from .keepalive import AppendLost, gather_loose, merge_packs, pruned, write_retrying
+from .keepalive import AppendLost, gather_loose, merge_packs, pruned
 from .locks import config_wait_timeout, lock_dir, run_lock, tell
 from .packwrite import (
     BLOB,
@@ -55,6 +55,7 @@ from .packwrite import (
     RawObject,
     Signer,
     commit_data,
+    object_id,
     tree_data,
     with_signature,
     write_kept_pack,
@@ -97,6 +98,9 @@ class Store(ChainSurgery, CommandLocks):
         # Signs every append commit when given (signing/signer.py); None: unsigned.
         self.signer = signer
         self._kept: set[str] = set()  # named objects this store copied into kept packs
+        # New blobs (put_blob) not yet in the repository: born in the kept pack
+        # of the append whose refs name them, never written loose.
+        self._staged: dict[str, bytes] = {}
         # How long ``locked()`` waits: "config" reads wal.waitTimeout; None waits for ever.
         self.wait_timeout: float | Literal["config"] | None = "config"
         self.notify: Callable[[str], None] = tell  # says who holds the lock while we wait
@@ -134,8 +138,19 @@ class Store(ChainSurgery, CommandLocks):
         return True
 
     def put_blob(self, data: bytes) -> str:
-        """Write a blob durably (libgit2 fsyncs the file and its fan-out dir)."""
-        return str(write_retrying(self.run, lambda: self.repo.create_blob(data)))
+        """The blob id of ``data``, its bytes carried by the next append that names it.
+
+        A blob the repository holds already is left where it is (a loose one
+        is copied into that append's kept pack). A new one is not written at
+        all until then: it is born in the append's kept pack, durable with the
+        append (no loose object, no fsyncs of its own). Until that append
+        lands it exists only in this process: name it in a ``Ref`` of the
+        append whose records name it.
+        """
+        oid = object_id(BLOB, data)
+        if pygit2.Oid(hex=oid) not in self.repo.odb:
+            self._staged[oid] = data
+        return oid
 
     def append(
         self,
@@ -164,6 +179,10 @@ class Store(ChainSurgery, CommandLocks):
             entries.append((f"obj-{r.oid}", MODE_TREE if r.is_tree else MODE_BLOB, r.oid))
             if r.oid in self._kept:
                 continue  # in a kept pack already (an intent's images, named again by its commit)
+            staged = self._staged.get(r.oid)
+            if staged is not None:
+                objects.append(RawObject(BLOB, staged))
+                continue
             if not gather_loose(self.repo, self._common, self.run, r.oid, r.is_tree, objects):
                 exposed.append(r.oid)
         tree = RawObject(TREE, tree_data(entries))
@@ -179,6 +198,8 @@ class Store(ChainSurgery, CommandLocks):
             raise WalError(f"could not write objects for run {self.run}: {e}",
                            "nothing was appended; run the command again") from e
         self._kept.update(r.oid for r in refs if r.oid not in exposed)
+        for r in refs:
+            self._staged.pop(r.oid, None)  # durable in the pack now
         crash_point("mid-append")
         oid = pygit2.Oid(hex=commit.oid)
         self._move_ref(oid, expect)
