@@ -69,3 +69,21 @@ def worktree_name(repo: pygit2.Repository) -> str:
 def wal_dir(repo: pygit2.Repository) -> Path:
     """gitwal's private directory inside this worktree's git dir (``current``)."""
     return Path(repo.path) / "wal"
+
+
+MAPPED_BYTES = 32 << 20  # pack data libgit2 keeps mapped at once
+WINDOW_BYTES = 8 << 20  # one mapped window of a pack
+
+
+def bound_memory() -> None:
+    """Make a gitwal process's memory flat in the log's length (the CLI, the
+    hook server; a harness that imports gitwal keeps its own settings).
+
+    libgit2's object cache (256 MiB by default) keeps every commit and tree
+    read, and it maps packs in windows of up to 1 GiB, 8 GiB in all: reading
+    a 100,000-record log would hold it all. gitwal reads each object once per
+    command (the hook server keeps its own caches of decoded records), so the
+    cache is off and at most :data:`MAPPED_BYTES` of packs stay mapped."""
+    pygit2.settings.enable_caching(False)
+    pygit2.settings.mwindow_size = WINDOW_BYTES
+    pygit2.settings.mwindow_mapped_limit = MAPPED_BYTES

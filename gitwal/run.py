@@ -11,7 +11,7 @@ Invariants (docs/recovery.md relies on them):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +63,11 @@ class Run:
     def records(self) -> list[Record]:
         """The whole log, validated as a chain."""
         return self.store.records()
+
+    def stream(self) -> Iterator[tuple[Record, bytes]]:
+        """The whole log with each record's canonical bytes, oldest first, one
+        record at a time (memory flat in the log's length; checks as read)."""
+        return self.store.stream()
 
     def since_checkpoint(self) -> list[Record]:
         """The records from the newest checkpoint on (the whole log without one)."""

@@ -200,6 +200,9 @@ COMMANDS = {
 @click.version_option(package_name="gitwal")
 def main() -> None:
     """A write-ahead log for coding agents, kept in git (refs/wal/<run>)."""
+    from ..repository import bound_memory
+
+    bound_memory()
 
 
 __all__ = ["COMMANDS", "emit_json", "fail", "handled", "main"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import deque
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import click
@@ -25,34 +27,45 @@ def _one(values: list[str]) -> str | list[str]:
     return values[0] if len(values) == 1 else values
 
 
-def log_rows(records: list[tuple[Record, bytes]]) -> list[dict[str, Any] | bytes]:
-    """The rows of `git wal log --json` (docs/format.md, "log output").
+def log_rows(records: Iterable[tuple[Record, bytes]]) -> Iterator[dict[str, Any] | bytes]:
+    """The rows of `git wal log --json` (docs/format.md, "log output"), as
+    the records stream in.
 
     A record that is not an intent is printed as its stored canonical bytes;
-    an intent gains `status` and collapses one-element lists.
+    an intent gains `status` and collapses one-element lists. An intent's
+    status is known at its closing record, so rows are held from the oldest
+    open intent on and let go, in order, once it closes (memory: the records
+    since the oldest open intent, normally one or two).
     """
-    status: dict[int, str] = {}
-    observed: dict[int, tuple[str, ...]] = {}
-    for r, _ in records:
-        if isinstance(r, Commit):
-            status[r.intent] = "committed"
-            observed[r.intent] = r.post
-        elif isinstance(r, Abort):
-            status[r.intent] = "aborted"
-    rows: list[dict[str, Any] | bytes] = []
-    for r, raw in records:
-        if not isinstance(r, Intent):
-            rows.append(raw)
+    held: deque[tuple[Record, bytes]] = deque()
+    closed: dict[int, Commit | Abort] = {}
+    for rec, raw in records:
+        if not held and not isinstance(rec, Intent):
+            yield raw
             continue
-        d = to_dict(r)
-        d["target"] = _one(d["target"])
-        d["pre"] = _one(d["pre"])
-        d["post"] = None if d["post"] is None else _one(d["post"])
-        d["status"] = status.get(r.lsn, "open")
-        if r.post is not None and observed.get(r.lsn, r.post) != r.post:
-            d["miss"] = True  # a prediction miss: the commit recorded what it observed
-        rows.append(d)
-    return rows
+        held.append((rec, raw))
+        if isinstance(rec, (Commit, Abort)):
+            closed[rec.intent] = rec
+        while held and (not isinstance(held[0][0], Intent) or held[0][0].lsn in closed):
+            first, first_raw = held.popleft()
+            yield _row(first, first_raw, closed)
+    for rec, raw in held:
+        yield _row(rec, raw, closed)
+
+
+def _row(rec: Record, raw: bytes, closed: dict[int, Commit | Abort]) -> dict[str, Any] | bytes:
+    if not isinstance(rec, Intent):
+        return raw
+    closing = closed.pop(rec.lsn, None)
+    d = to_dict(rec)
+    d["target"] = _one(d["target"])
+    d["pre"] = _one(d["pre"])
+    d["post"] = None if d["post"] is None else _one(d["post"])
+    d["status"] = ("committed" if isinstance(closing, Commit)
+                   else "aborted" if isinstance(closing, Abort) else "open")
+    if rec.post is not None and isinstance(closing, Commit) and closing.post != rec.post:
+        d["miss"] = True  # a prediction miss: the commit recorded what it observed
+    return d
 
 
 @click.command()
@@ -64,14 +77,15 @@ def log_rows(records: list[tuple[Record, bytes]]) -> list[dict[str, Any] | bytes
 def log(run_id: str | None, everything: bool, as_json: bool) -> None:
     """Show the run's records, oldest first."""
     wal = Wal(".")
-    records = (wal.history(run_id) if everything
-               else wal.run(run_id, read_only=True).store.raw_records())
+    stream = (iter(wal.history(run_id)) if everything
+              else wal.run(run_id, read_only=True).stream())
     if as_json:
         out = sys.stdout.buffer
-        for row in log_rows(records):
+        for row in log_rows(stream):
             out.write(row if isinstance(row, bytes) else _compact(row))
             out.write(b"\n")
         return
+    records = list(stream)
     by_lsn = {r.lsn: r for r, _ in records}
     for item in log_rows(records):
         row = json.loads(item) if isinstance(item, bytes) else item

@@ -59,7 +59,9 @@ def decode(data: bytes, where: str) -> Record:
         raise _corrupt(where, "JSON nested too deeply") from None
     if not isinstance(raw, dict):
         raise _corrupt(where, "not a JSON object")
-    if _too_deep(raw):
+    # Depth never exceeds the count of opening brackets (those inside strings
+    # included): the walk runs only for a record that could be too deep.
+    if data.count(b"[") + data.count(b"{") > MAX_DEPTH and _too_deep(raw):
         # Every later reader (printing, hashing, --json) recurses over it too.
         raise _corrupt(where, f"JSON nested more than {MAX_DEPTH} levels deep")
     version = raw.get("v")
