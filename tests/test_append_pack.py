@@ -17,6 +17,7 @@ from gitwal.log.packwrite import (
     MODE_BLOB,
     TREE,
     RawObject,
+    merge_tier,
     read_pack,
     tree_data,
     write_kept_pack,
@@ -77,3 +78,13 @@ def test_a_pack_round_trips_through_git(tmp_path: Path) -> None:
     assert git(tmp_path, "cat-file", "-s", objects[0].oid).strip() == "70000"
     packed = read_pack(tmp_path / ".git" / "objects" / "pack" / f"{name}.pack")
     assert [o.oid for o in packed] == [objects[0].oid, objects[1].oid, tree.oid]
+
+
+def test_merges_go_by_size_tier() -> None:
+    small, mid, big = 4 << 10, 2 << 20, 64 << 20
+    assert merge_tier([small] * (MERGE_AT - 1)) is None
+    assert merge_tier([small] * MERGE_AT) == 1 << 20
+    # Full-size packs never count toward a tier; mid-size ones only the second.
+    assert merge_tier([big] * 100 + [small] * (MERGE_AT - 1)) is None
+    assert merge_tier([mid] * (MERGE_AT - 1) + [small]) == 32 << 20
+    assert merge_tier([mid] * (MERGE_AT - 2) + [small]) is None

@@ -23,7 +23,7 @@ import pygit2
 
 from ..errors import WalError
 from .locks import lock_dir
-from .packwrite import BLOB, MERGE_AT, TREE, RawObject, merge
+from .packwrite import BLOB, MERGE_AT, TREE, RawObject, merge, merge_tier
 
 
 class AppendLost(WalError):
@@ -78,7 +78,19 @@ def merge_packs(repo: pygit2.Repository, common: Path) -> None:
     """Merge gitwal's small kept packs now and then (packwrite.merge), by
     one process at a time; a busy merger is simply not waited for."""
     objects = common / "objects"
-    if len(list((objects / "pack").glob("pack-*.keep"))) < MERGE_AT:
+    # Cheap on every append: a directory listing, then one stat per kept pack
+    # only once MERGE_AT exist; the lock only when a tier is full.
+    packs = objects / "pack"
+    keeps = [name for name in os.listdir(packs) if name.endswith(".keep")]
+    if len(keeps) < MERGE_AT:
+        return
+    sizes = []
+    for name in keeps:
+        try:
+            sizes.append((packs / name).with_suffix(".pack").stat().st_size)
+        except OSError:
+            continue  # merged away meanwhile
+    if merge_tier(sizes) is None:
         return
     fd = os.open(lock_dir(repo) / "packs.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:

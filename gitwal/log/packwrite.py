@@ -37,9 +37,12 @@ _TYPE_CODE = {COMMIT: 1, TREE: 2, BLOB: 3}
 _CODE_TYPE = {v: k for k, v in _TYPE_CODE.items()}
 KEEP_MESSAGE = b"gitwal: objects of write-ahead log appends\n"
 MODE_BLOB, MODE_TREE = 0o100644, 0o040000
-# Packs gitwal keeps are merged into one once this many exist (see merge()).
+# Packs gitwal keeps are merged by size tier (see merge()): once MERGE_AT of
+# them are smaller than a tier's limit, those are merged into one. An object
+# is rewritten about once per tier, and at most MERGE_AT - 1 packs wait below
+# each limit: the pack count stays bounded as a log grows.
 MERGE_AT = 32
-MERGE_MAX_BYTES = 1 << 20  # only packs smaller than this are merged again
+MERGE_LIMITS = (1 << 20, 32 << 20)
 
 
 @dataclass(frozen=True)
@@ -232,19 +235,30 @@ def read_pack(path: Path) -> list[RawObject]:
     return out
 
 
+def merge_tier(sizes: Sequence[int]) -> int | None:
+    """The limit of the smallest tier with :data:`MERGE_AT` packs below it
+    (given the sizes of gitwal's kept packs), or None: nothing to merge."""
+    for limit in MERGE_LIMITS:
+        if sum(1 for size in sizes if size < limit) >= MERGE_AT:
+            return limit
+    return None
+
+
 def merge(objects_dir: Path) -> str | None:
-    """Merge gitwal's small kept packs into one kept pack, once there are
-    :data:`MERGE_AT` of them; returns the new pack's name, or None.
+    """Merge gitwal's kept packs of the smallest tier that holds
+    :data:`MERGE_AT` of them (:func:`merge_tier`) into one kept pack; returns
+    the new pack's name, or None.
 
     The new pack (with its ``.keep``) is durable before any old pack is
     removed, so every object stays in some kept pack at every instant. The
     caller holds the merge lock (one merger per repository). Objects of runs
     dropped since are carried along (docs/format.md, "Packs").
     """
-    small = [p for p in kept_packs(objects_dir)
-             if p.stat().st_size < MERGE_MAX_BYTES]
-    if len(small) < MERGE_AT:
+    sized = [(p, p.stat().st_size) for p in kept_packs(objects_dir)]
+    limit = merge_tier([size for _p, size in sized])
+    if limit is None:
         return None
+    small = [p for p, size in sized if size < limit]
     objects: list[RawObject] = []
     for pack in small:
         objects.extend(read_pack(pack))
