@@ -7,6 +7,8 @@ mixing them up is a bug: ``NewType`` lets mypy catch it.
 from __future__ import annotations
 
 import re
+import secrets
+import time
 from typing import NewType
 
 RunId = NewType("RunId", str)
@@ -35,3 +37,8 @@ def valid_run_id(value: str) -> bool:
         and ".." not in value
         and not value.endswith((".", ".lock"))
     )
+
+
+def new_run_id() -> RunId:
+    """Sorts by creation time, safe as a ref and file name."""
+    return RunId(time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(2))

@@ -4,35 +4,29 @@ recover. Which run is current is kept per worktree inside the git dir."""
 from __future__ import annotations
 
 import os
-import secrets
 import shlex
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pygit2
 
 from .durable import atomic_write, makedirs_durable, unlink_durable
 from .errors import CorruptLog, UnknownRun, WalError
-from .ids import Lsn, RunId, valid_run_id
+from .ids import Lsn, RunId, new_run_id, valid_run_id
 from .log.appends import repair_hint
-from .log.repair import RepairResult
-from .log.repair import repair as repair_log
+from .log.runs import segments_history
 from .log.store import Store, list_runs
-from .records.codec import encode
 from .records.model import Abort, Checkpoint, Commit, Intent, Plan, Record, Seal, Unlogged
-from .recovery.decide import Recovery
-from .report import Report
 from .repository import common_dir, open_repository, wal_dir, worktree_name
-from .run import Run
 from .signing.signer import configured_signer
 from .worktree.tree import Worktree
 
-
-def new_run_id() -> RunId:
-    """Sorts by creation time, safe as a ref and file name."""
-    return RunId(time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(2))
+if TYPE_CHECKING:  # loaded when used: `status` needs none of them
+    from .log.repair import RepairResult
+    from .report import Report
+    from .run import Run
 
 
 class OtherWorktree(WalError):
@@ -100,6 +94,8 @@ class Wal:
             store.clear_stale_ref_lock()
             store.append([plan], [], None)
         self._set_current(rid)
+        from .run import Run
+
         return Run(store, self.wt)
 
     def run(self, run_id: str | None = None, *, read_only: bool = False,
@@ -112,6 +108,12 @@ class Wal:
         the one place that is enforced. ``wait_timeout``: how long its writers
         wait for the run lock (None: ``git config wal.waitTimeout``, else for ever).
         """
+        from .run import Run
+
+        return Run(self._store(run_id, read_only, wait_timeout), self.wt)
+
+    def _store(self, run_id: str | None, read_only: bool = True,
+               wait_timeout: float | None = None) -> Store:
         rid = RunId(run_id) if run_id else self.current()
         if not valid_run_id(rid):
             raise UnknownRun(f"invalid run id {rid!r}", "list runs with `git wal runs`")
@@ -128,7 +130,7 @@ class Wal:
             problem = store.append_problem(head)
             if problem is not None:
                 raise CorruptLog(problem, repair_hint(rid))
-        return Run(store, self.wt)
+        return store
 
     def _refuse_other_worktree(self, rid: RunId, bound: tuple[str, str] | None) -> None:
         """A run bound to another worktree (by name: a moved repository keeps it)."""
@@ -209,15 +211,15 @@ class Wal:
 
     def status(self, run_id: str | None = None) -> Status:
         """Intents after the newest checkpoint (the cost does not grow before it)."""
-        run = self.run(run_id, read_only=True)
-        records = run.store.segment()
-        plan = run.store.plan(records[0])
+        store = self._store(run_id)
+        records = store.segment()
+        plan = store.plan(records[0])
         cp = records[0] if isinstance(records[0], Checkpoint) else None
         closed = {r.intent: r for r in records if isinstance(r, (Commit, Abort))}
         intents = [r.lsn for r in records if isinstance(r, Intent)]
         posts = {r.lsn: r.post for r in records if isinstance(r, Intent)}
         return Status(
-            run.id, plan.task, records[-1].lsn,
+            store.run, plan.task, records[-1].lsn,
             tuple(i for i in intents if isinstance(closed.get(i), Commit)),
             tuple(i for i in intents if isinstance(closed.get(i), Abort)),
             tuple(i for i in intents if i not in closed),
@@ -237,25 +239,7 @@ class Wal:
         Segments overlap (an archive ends where the next segment's checkpoint
         already is); an LSN found twice must hold the same record both times.
         """
-        rid = RunId(run_id) if run_id else self.current()
-        store = Store(self.repo, rid)
-        heads = [head for _, head in store.archives()]
-        live = store.head()
-        if live is not None:
-            heads.append(live)
-        if not heads:
-            raise UnknownRun(f"no run {rid}", "list runs with `git wal runs`")
-        seen: dict[int, tuple[Record, bytes]] = {}
-        for head in heads:
-            for _, batch in store.chain(head):
-                for rec in batch:
-                    if rec.lsn in seen and seen[rec.lsn][1] != encode(rec):
-                        raise CorruptLog(
-                            f"run {rid}: LSN {rec.lsn} differs between archived and live "
-                            "segments", "the archives were rewritten outside gitwal",
-                        )
-                    seen[rec.lsn] = (rec, encode(rec))
-        return [seen[k] for k in sorted(seen)]
+        return segments_history(self.repo, RunId(run_id) if run_id else self.current())
 
     # -- recovery --------------------------------------------------------
 
@@ -268,6 +252,8 @@ class Wal:
         """
         run = self.run(run_id)
         with run.store.locked(wait=False):
+            from .recovery.decide import Recovery
+
             return Recovery(run.store, self.wt, redo, restore, inside).run()
 
     def report(self, run_id: str | None = None) -> Report:
@@ -289,6 +275,8 @@ class Wal:
                 self._refuse_other_worktree(run.id, bound)
             assert own is not None
             wt = own.wt
+        from .recovery.decide import Recovery
+
         return Recovery(run.store, wt, False, False).run(dry_run=True)
 
     def repair(self, run_id: str) -> RepairResult:
@@ -296,4 +284,6 @@ class Wal:
         changes the log only, so it works from any worktree."""
         if not valid_run_id(run_id) or not (store := Store(self.repo, RunId(run_id))).exists():
             raise UnknownRun(f"no run {run_id}", "list runs with `git wal runs`")
+        from .log.repair import repair as repair_log
+
         return repair_log(store)

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import pygit2
 
-from ..errors import UnknownRun
+from ..errors import CorruptLog, UnknownRun
 from ..ids import RunId, valid_run_id
+from ..records.codec import encode
+from ..records.model import Record
 from ..repository import wal_dir
 from .rewrite import ARCHIVE_PREFIX
-from .store import list_runs
+from .store import Store, list_runs
 
 
 def all_runs(repo: pygit2.Repository) -> list[str]:
@@ -43,3 +45,29 @@ def select_runs(repo: pygit2.Repository, run_id: str | None, everything: bool) -
         if current in known:
             return [current]
     return known
+
+
+def segments_history(repo: pygit2.Repository, rid: RunId) -> list[tuple[Record, bytes]]:
+    """Every record of run ``rid``, archived segments included, in LSN order.
+
+    Segments overlap (an archive ends where the next segment's checkpoint
+    already is); an LSN found twice must hold the same record both times.
+    """
+    store = Store(repo, rid)
+    heads = [head for _, head in store.archives()]
+    live = store.head()
+    if live is not None:
+        heads.append(live)
+    if not heads:
+        raise UnknownRun(f"no run {rid}", "list runs with `git wal runs`")
+    seen: dict[int, tuple[Record, bytes]] = {}
+    for head in heads:
+        for _, batch in store.chain(head):
+            for rec in batch:
+                if rec.lsn in seen and seen[rec.lsn][1] != encode(rec):
+                    raise CorruptLog(
+                        f"run {rid}: LSN {rec.lsn} differs between archived and live "
+                        "segments", "the archives were rewritten outside gitwal",
+                    )
+                seen[rec.lsn] = (rec, encode(rec))
+    return [seen[k] for k in sorted(seen)]
