@@ -33,6 +33,7 @@ or before ``Ledger.last`` are already in it and are skipped).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -248,6 +249,40 @@ def fold(trees: Worktree, records: list[Record], rules: Rules = COMMITTED) -> Le
         trees, records)
 
 
+class LedgerCache:
+    """Ledgers a long-lived process folded, by (repository, run): a hook call
+    folds only the records appended since its last call (the hook server).
+
+    A kept ledger is continued only when ``records`` starts with exactly the
+    records folded then (the same objects, as the chain reader's segment
+    cache hands them out, or equal ones); anything else (a record someone
+    meant to append and did not, a checkpoint, a rewritten log) starts the
+    fold over. Thread-safe."""
+
+    KEPT = 16
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple[str, str], tuple[tuple[Record, ...], Ledger]] = {}
+        self._guard = threading.Lock()
+
+    def fold(self, trees: Worktree, run: str, records: list[Record], rules: Rules) -> Ledger:
+        key = (trees.repo.path, run)
+        with self._guard:
+            folded, ledger = self._kept.pop(key, ((), None))
+        if (ledger is None or ledger.rules != rules or not folded
+                or len(folded) > len(records)
+                or not all(a is b or a == b for a, b in zip(folded, records[:len(folded)],
+                                                                 strict=True))):
+            folded, ledger = (), Ledger.start(trees.repo, records[0] if records else None,
+                                              rules)
+        ledger = ledger.advance(trees, records[len(folded):])
+        with self._guard:
+            self._kept[key] = (tuple(records), ledger)
+            while len(self._kept) > self.KEPT:
+                del self._kept[next(iter(self._kept))]  # the least recently used
+        return ledger
+
+
 def changes(trees: Worktree, records: Iterable[Record],
             rules: Rules = COMMITTED) -> Iterator[tuple[str, Held]]:
     """Every state the records set, in log order (several per path, unlike the fold)."""
@@ -257,4 +292,4 @@ def changes(trees: Worktree, records: Iterable[Record],
 
 
 __all__ = ["COMMITTED", "EXEC", "EXPLAINED", "PRE", "STEP", "UNLOGGED", "Fold", "Held",
-           "Ledger", "Rules", "base_tree", "changes", "fold"]
+           "Ledger", "LedgerCache", "Rules", "base_tree", "changes", "fold"]

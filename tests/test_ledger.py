@@ -33,6 +33,7 @@ from gitwal.ledger import (
     Fold,
     Held,
     Ledger,
+    LedgerCache,
     Rules,
     base_tree,
     changes,
@@ -349,3 +350,25 @@ def test_folding_in_chunks_is_folding_in_one_go(world: World, data: st.DataObjec
             assert full.state(trees.repo, i.target[0]) == i.pre[0]
     assert all(h.source != PRE for h in full.held.values())
     assert all(h.source != UNLOGGED for h in full.held.values()) or rules.unlogged
+
+
+@settings(max_examples=120, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), rules=st.sampled_from(RULES))
+def test_a_cached_ledger_is_the_fold_of_the_records_given(world: World, data: st.DataObject,
+                                                          rules: Rules) -> None:
+    """The hook server's cache continues a kept ledger only over the same
+    records: another log from the same plan (a record never appended, a
+    rewritten log) is folded afresh."""
+    records = data.draw(logs(world))
+    other = data.draw(logs(world))  # shares the plan (LSN 1), differs after it
+    trees = world.trees
+    cache = LedgerCache()
+    cuts = sorted(data.draw(st.lists(st.integers(1, len(records)), max_size=6)))
+    for cut in [*cuts, len(records)]:
+        assert cache.fold(trees, RUN, records[:cut], rules) == fold(trees, records[:cut], rules)
+        mixed = other[:cut]
+        assert cache.fold(trees, RUN, mixed, rules) == fold(trees, mixed, rules)
+        # Copies of the records (as a re-read decodes them) continue the same fold.
+        copies = [type(r)(**vars(r)) for r in records[:cut]]
+        assert cache.fold(trees, RUN, copies, rules) == fold(trees, copies, rules)

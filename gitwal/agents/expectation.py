@@ -20,12 +20,15 @@ from .. import secrets
 from ..display import safe
 from ..errors import PathRefused, WalError
 from ..ids import ABSENT, Lsn, TreeId
-from ..ledger import EXPLAINED, Ledger, fold
+from ..ledger import EXPLAINED, Ledger, LedgerCache
 from ..log.store import Ref
 from ..records.model import Abort, Commit, Intent, Record, Unlogged
 from ..run import Run
 from ..worktree.snapshot import tree_state
 from ..worktree.tree import MODE_GITLINK, MODE_TREE, blob_id
+
+# The hook server's calls continue the ledger of their last call.
+LEDGERS = LedgerCache()
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,7 @@ class Expectation:
         """What the log expects since the newest checkpoint (ledger.py, EXPLAINED):
         committed steps' (observed) posts, exec steps' changed paths, and the
         states ``unlogged`` records found; other paths as in the base tree."""
-        return fold(self.wt, records, EXPLAINED)
+        return LEDGERS.fold(self.wt, self.run_id, records, EXPLAINED)
 
     def notice(self, records: Sequence[Record], noticed: str, paths: Sequence[str] = (),
                snapshot: TreeId | None = None) -> list[Staged]:
