@@ -47,6 +47,7 @@ from ..records.model import (
     agent_tag,
 )
 from ..run import Run
+from ..worktree.snapshot import CHECK
 from ..worktree.tree import MODE_TREE
 from .call import Call, Outcome
 from .expectation import Expectation, Staged
@@ -375,6 +376,27 @@ class External:
         with self._state() as state:
             if self._open(state.records) is None:
                 self._notice(state, noticed, snapshot=self.wt.snapshot(self.run.id))
+            pending = tuple(r for r, _ in state.pending)
+        return Outcome(pending)
+
+
+    def check_quietly(self, noticed: str) -> Outcome:
+        """As :meth:`check`, with the whole tree read before the run lock is
+        taken, so a call arriving meanwhile never waits for that read. The
+        look is kept only when nothing was appended since it began (else the
+        calls that came look at what they change; the next check looks again),
+        and only one such check runs at a time."""
+        head = self.store.head()
+        if head is None or self._open(self.store.segment(head)) is not None:
+            return Outcome(())
+        with self.wt.scratch_lock(self.run.id, CHECK) as mine:
+            if not mine:
+                return Outcome(())  # another check is reading the tree
+            snap = self.wt.snapshot(self.run.id, scratch=CHECK)
+        with self._state() as state:
+            if state.head != head:
+                return Outcome(())
+            self._notice(state, noticed, snapshot=snap)
             pending = tuple(r for r, _ in state.pending)
         return Outcome(pending)
 

@@ -65,4 +65,4 @@ def check_after(agent: str, data: bytes, cwd: str | None = None) -> None:
     if session is None or session.config.tree_check != "auto" or not session.exists():
         return
     run = session.wal.run(session.run_id)
-    External(run, full_check=True).check(f"{a.AGENT} tree check after {event}")
+    External(run, full_check=True).check_quietly(f"{a.AGENT} tree check after {event}")

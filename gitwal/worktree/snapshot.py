@@ -10,10 +10,12 @@ a snapshot, nor the object database.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import pygit2
@@ -23,6 +25,8 @@ from ..durable import makedirs_durable, sync_filesystem
 from ..errors import WalError
 from ..ids import ABSENT, TreeId
 from ..records.model import Intent
+
+CHECK = "check"  # the scratch index of the hook server's background tree check
 
 
 def tree_state(repo: pygit2.Repository, tree_id: str, path: str) -> str:
@@ -41,7 +45,7 @@ class Snapshots:
     repo: pygit2.Repository
     root: Path
 
-    def snapshot(self, run: str, watch: Sequence[str] = ()) -> TreeId:
+    def snapshot(self, run: str, watch: Sequence[str] = (), scratch: str = "") -> TreeId:
         """A tree of every tracked and untracked-but-not-ignored file, durable.
 
         ``watch``: tree-relative paths whose ignored files are included too
@@ -59,9 +63,15 @@ class Snapshots:
         stale, and an index torn by a crash is only a lost cache: rebuilt.
         When it returns, the tree's objects and the working tree's files are
         on stable storage (one syncfs, not an fsync per object).
+
+        ``scratch`` names another scratch index, for a snapshot taken without
+        the run's lock (the hook server's background check): its caller holds
+        that index's own lock instead (:meth:`scratch_lock`).
         """
         index = self._scratch_index(run)
-        if watch:
+        if scratch:
+            index = index.with_name(f"{index.name}.{scratch}")
+        elif watch:
             key = hashlib.sha1("\0".join(sorted(watch)).encode()).hexdigest()[:12]
             index = index.with_name(f"{index.name}.watch-{key}")
         if not index.parent.is_dir():
@@ -85,10 +95,30 @@ class Snapshots:
     def _scratch_index(self, run: str) -> Path:
         return Path(self.repo.path) / "wal" / "index" / run
 
+    @contextmanager
+    def scratch_lock(self, run: str, scratch: str) -> Iterator[bool]:
+        """Hold the lock of ``run``'s scratch index ``scratch`` if no other
+        process or thread does (True), else yield False at once."""
+        index = self._scratch_index(run)
+        if not index.parent.is_dir():
+            makedirs_durable(index.parent)
+        fd = os.open(index.with_name(f"{index.name}.{scratch}.flock"),
+                     os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield False
+                return
+            yield True
+        finally:
+            os.close(fd)
+
     def forget_snapshots(self, run: str) -> None:
         """Delete the run's scratch indexes (caches; shared parts expire in git)."""
         index = self._scratch_index(run)
-        for path in [index, *index.parent.glob(f"{index.name}.watch-*")]:
+        check = index.with_name(f"{index.name}.{CHECK}")
+        for path in [index, check, *index.parent.glob(f"{index.name}.watch-*")]:
             path.unlink(missing_ok=True)
             path.with_name(path.name + ".lock").unlink(missing_ok=True)
 
