@@ -8,6 +8,7 @@ to a damaged closing, which used to differ between its copies.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -370,5 +371,5 @@ def test_a_cached_ledger_is_the_fold_of_the_records_given(world: World, data: st
         mixed = other[:cut]
         assert cache.fold(trees, RUN, mixed, rules) == fold(trees, mixed, rules)
         # Copies of the records (as a re-read decodes them) continue the same fold.
-        copies = [type(r)(**vars(r)) for r in records[:cut]]
+        copies = [dataclasses.replace(r) for r in records[:cut]]
         assert cache.fold(trees, RUN, copies, rules) == fold(trees, copies, rules)

@@ -134,8 +134,8 @@ def test_non_ascii_is_raw_utf8() -> None:
 
 
 def test_args_key_order_does_not_change_the_bytes() -> None:
-    a = Intent(**{**INTENT.__dict__, "args": {"path": "p", "old": "x", "new": "y"}})
-    b = Intent(**{**INTENT.__dict__, "args": {"new": "y", "old": "x", "path": "p"}})
+    a = dataclasses.replace(INTENT, args={"path": "p", "old": "x", "new": "y"})
+    b = dataclasses.replace(INTENT, args={"new": "y", "old": "x", "path": "p"})
     assert encode(a) == encode(b)
     assert encode(a).index(b'"new"') < encode(a).index(b'"old"') < encode(a).index(b'"path"')
 

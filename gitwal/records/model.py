@@ -18,7 +18,7 @@ REPLAY_UNSAFE = "unsafe"
 EXEC_TOOL = "exec"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Plan:
     """LSN 1 of every run: what the run is for and where it started."""
 
@@ -34,7 +34,7 @@ class Plan:
     worktree: tuple[str, str] | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Intent:
     """A step about to change the working tree; durable before the change."""
 
@@ -56,7 +56,7 @@ class Intent:
     auth: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Commit:
     """Closes an intent: the effect landed and was verified."""
 
@@ -68,7 +68,7 @@ class Commit:
     recovered: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Abort:
     """Closes an intent that did not land, failed verification, or was abandoned."""
 
@@ -84,7 +84,7 @@ class Abort:
     saved: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Checkpoint:
     """The working tree as of ``covers`` is an ordinary git commit.
 
@@ -104,7 +104,7 @@ class Checkpoint:
     unlogged: tuple[str, ...] = ()  # paths included that no step explains
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Unlogged:
     """The tree changed without a durable intent (a hook that timed out or
     failed open, an edit made before the hooks were installed): recorded when
@@ -119,7 +119,7 @@ class Unlogged:
     noticed: str  # who noticed, e.g. "claude-code PreToolUse Edit"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Seal:
     """The run's last record, signed: a log whose tail was cut is not sealed.
 
