@@ -37,7 +37,7 @@ from .records.model import (
     Intent,
     Record,
 )
-from .worktree.overwrite import Kept, bring_back_tree, describe, restore_plan, restore_tree
+from .worktree.overwrite import bring_back_tree, describe, left_note, restore_plan, restore_tree
 from .worktree.snapshot import watched_paths
 from .worktree.tree import MODE_TREE, Worktree
 
@@ -164,17 +164,17 @@ class Run:
                 undo = restore_pre(self.wt, intent)
                 self._close(head, Abort(
                     self.id, Lsn(intent.lsn + 1), intent.lsn,
-                    f"write failed: {e}" + _left(undo.kept), undo.restored,
+                    f"write failed: {e}" + left_note(undo.kept), undo.restored,
                 ))
                 raise StepFailed(f"LSN {intent.lsn} {tool} aborted: could not write: {e}"
-                                 + _left(undo.kept),
+                                 + left_note(undo.kept),
                                  "check permissions and free space, then apply it again") from e
             if changed:
                 # Someone wrote a target between our read and our write: theirs.
                 undo = restore_pre(self.wt, intent)
                 why = f"{describe(changed)} changed while the step ran"
                 self._close(head, Abort(self.id, Lsn(intent.lsn + 1), intent.lsn,
-                                        why + _left(undo.kept), undo.restored))
+                                        why + left_note(undo.kept), undo.restored))
                 raise StepFailed(f"LSN {intent.lsn} {tool} aborted: {why}; nothing of "
                                  "theirs was overwritten", "read the file again and retry")
             crash_point("after-apply")
@@ -198,12 +198,12 @@ class Run:
             # while the check ran keeps their bytes (and is named).
             undo = restore_pre(self.wt, intent)
             self._close(head, Abort(
-                self.id, Lsn(intent.lsn + 1), intent.lsn, problem + _left(undo.kept),
+                self.id, Lsn(intent.lsn + 1), intent.lsn, problem + left_note(undo.kept),
                 undo.restored, output,
             ))
             raise StepFailed(
                 f"LSN {intent.lsn} {intent.tool} aborted: {problem}; "
-                f"{', '.join(undo.restored) or 'nothing'} restored" + _left(undo.kept),
+                f"{', '.join(undo.restored) or 'nothing'} restored" + left_note(undo.kept),
                 (output.strip().splitlines() or [""])[-1][:200]
                 or "fix the cause and apply the step again",
             )
@@ -290,7 +290,7 @@ class Run:
             raise StepFailed(
                 f"LSN {intent.lsn} exec aborted: {problem}; "
                 f"{len(undo.restored)} changed path(s) restored"
-                + _left((*moved, *undo.kept)) + back,
+                + left_note((*moved, *undo.kept)) + back,
                 "fix the cause and run the step again",
             )
         verified = "exit 0" + (f" && check ok: {intent.check}" if intent.check else "")
@@ -298,8 +298,3 @@ class Run:
             self.id, Lsn(intent.lsn + 1), intent.lsn, (post_tree,), verified
         ), [Ref(post_tree, is_tree=True)])
         return StepResult(intent.lsn, "exec", intent.target, "committed", (post_tree,))
-
-
-def _left(kept: tuple[Kept, ...]) -> str:
-    """``; left in place: a.txt (...)`` when a restore skipped paths."""
-    return f"; left in place (gitwal did not write them): {describe(kept)}" if kept else ""

@@ -206,3 +206,8 @@ def describe(kept: Iterable[Kept]) -> str:
             what = f"holds {k.found[:12]}, which gitwal did not write"
         out.append(f"{k.path} ({what})")
     return ", ".join(out)
+
+
+def left_note(kept: tuple[Kept, ...]) -> str:
+    """``; left in place: a.txt (...)`` when a restore skipped paths."""
+    return f"; left in place (gitwal did not write them): {describe(kept)}" if kept else ""
