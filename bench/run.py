@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .append import bench_append
-from .common import QUICK, machine_facts, met, seal_environment, table
+from .common import QUICK, load_average, machine_facts, met, seal_environment, table
 from .latency import bench_latency
 from .scale import bench_scale
 from .section import Section, say
@@ -35,12 +35,11 @@ COMMAND = "make bench"
 
 
 def render(facts: list[tuple[str, str]], sections: list[Section], started: dt.datetime,
-           seconds: float) -> str:
+           seconds: float, load_start: str) -> str:
     targets = [t for s in sections for t in s.targets]
     mode = ("quick (`GITWAL_BENCH_QUICK=1`): smaller sizes, fewer repetitions" if QUICK
             else "full")
     spent = ", ".join(f"§{s.title.split('.')[0]} {s.seconds:.0f} s" for s in sections)
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     head = [
         "# Benchmarks",
         "",
@@ -51,10 +50,11 @@ def render(facts: list[tuple[str, str]], sections: list[Section], started: dt.da
         "",
         f"* date: {started.strftime('%Y-%m-%d %H:%M:%S %Z')}",
         f"* mode: {mode}",
-        f"* total runtime: {seconds:.0f} s ({spent}; §5 is measured within §2 and §4)",
-        f"* load average at the end: {load} (on {os.cpu_count()} CPUs: other processes "
-        "ran alongside; compare ratios, which are taken side by side, rather than "
-        "absolute times)",
+        f"* total runtime: {seconds:.0f} s ({spent}; §5 is measured within §4)",
+        f"* load average at the start: {load_start}; at the end: {load_average()} (1, 5 "
+        f"and 15 minutes, on {os.cpu_count()} CPUs: other processes may have run "
+        "alongside; compare ratios, which are taken side by side, rather than absolute "
+        "times)",
         "* timings are wall-clock medians over repeated runs; spread is p10 .. p90; ratios "
         "are of medians (and, where shown, of p10s: the least disturbed runs), taken "
         "within the same run on the same filesystem. Nothing here is a pass/fail test: "
@@ -78,6 +78,7 @@ def main() -> None:
     if not ROOT.joinpath("gitwal").is_dir():
         sys.exit("bench: run from the project (`make bench`)")
     started = dt.datetime.now(dt.UTC)
+    load_start = load_average()
     t0 = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="gitwal-bench-"))
     seal_environment(work / "home", work / "pycache")
@@ -93,7 +94,7 @@ def main() -> None:
 
     try:
         run(lambda: bench_append(work))
-        run(lambda: bench_step(work, storage))
+        run(lambda: bench_step(work))
         run(lambda: bench_snapshot(work))
         run(lambda: bench_scale(work, storage))
         say("5/6 storage")
@@ -102,7 +103,7 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     sections.sort(key=lambda s: s.title)
-    report = render(facts, sections, started, time.perf_counter() - t0)
+    report = render(facts, sections, started, time.perf_counter() - t0, load_start)
     REPORT.write_text(report + kept_sections())
     print(report)
     say(f"wrote {REPORT.relative_to(ROOT)} in {time.perf_counter() - t0:.0f} s")

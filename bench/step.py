@@ -11,10 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import probe
-from .common import QUICK, disk_use, fmt_ratio, fmt_time, met
+from .common import QUICK, fmt_ratio, fmt_time, met
 from .ops import STEP_PATH, GitwalStep, ReferenceStep
 from .section import BLOCKS, Section, base_repo, fmt_counts, sample_interleaved, say, stat_row
-from .storage import StorageCase, StorageResult, gc_storage
 
 STEPS = 40 if QUICK else 150  # per contender
 
@@ -42,12 +41,10 @@ def profile_steps(op: GitwalStep, n: int) -> str:
     return "; ".join(text for _t, text in entries[:8])
 
 
-def bench_step(work: Path, storage: list[StorageResult]) -> Section:
+def bench_step(work: Path) -> Section:
     say(f"2/6 full step ({STEPS} steps per contender)")
     files = {STEP_PATH: b"initial\n", "README": b"step benchmark\n"}
     repo_root = base_repo(work / "step-repo", files)
-    objects = repo_root / ".git" / "objects"
-    loose_before = disk_use(objects)
     gitwal = GitwalStep(repo_root)
     ref_root = work / "step-reference"
     ref_root.mkdir()
@@ -62,9 +59,6 @@ def bench_step(work: Path, storage: list[StorageResult]) -> Section:
         for _ in range(5):
             op()
     stats = sample_interleaved(ops, STEPS)
-    storage.append(gc_storage(StorageCase(
-        "run written by `Run.apply` (§2, ~200-byte files)", repo_root,
-        len(gitwal.run.records()), loose_before)))
     fsyncs: dict[str, float | None] = dict.fromkeys(ops)
     by_path: dict[str, dict[str, float]] = {}
     if probe.strace_available():

@@ -1,0 +1,61 @@
+"""Smoke tests of `make bench`'s own machinery (the benchmarks themselves run
+only under `make bench`): the run builder and the memory probe."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.common import run_peak
+from bench.logbuild import PATHS, content
+from gitwal import Wal
+
+from .conftest import init_repo, ok
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def records(repo: Path) -> list[dict[str, object]]:
+    """The run's records after the plan, without the clone-bound proof of authorship."""
+    rows = [json.loads(line) for line in ok(repo, "log", "--run", "big", "--json").splitlines()]
+    for row in rows:
+        row.pop("auth", None)
+    return rows[1:]
+
+
+def test_the_run_builder_writes_what_run_apply_writes(tmp_path: Path) -> None:
+    files = {p: f"{p} base\n" for p in PATHS}
+    applied = init_repo(tmp_path / "applied", files)
+    built = init_repo(tmp_path / "built", files)
+    run = Wal(applied).begin(task="t", run_id="big")
+    for k in range(24):  # past one round of the 20 files: pre-images of earlier steps
+        run.apply("write_file", path=PATHS[k % 20], content=content(PATHS[k % 20], k))
+    reports = []
+    for steps, durable in ((10, 4), (14, 0)):  # grown in two goes, as §4 grows it
+        out = subprocess.run([sys.executable, "-m", "bench.logbuild", str(built), "big",
+                              str(steps), str(durable)], cwd=ROOT, capture_output=True,
+                             text=True, check=True)
+        got = json.loads(out.stdout)
+        reports.append((got["records"], got["durable_steps"], got["fast_steps"]))
+    assert reports == [(21, 4, 6), (49, 0, 14)]
+    assert records(built) == records(applied)
+    assert len(records(built)) == 48
+    for p in PATHS:
+        assert (built / p).read_bytes() == (applied / p).read_bytes()
+    recovered = json.loads(ok(built, "recover", "--run", "big", "--json"))
+    assert (recovered["intents"], recovered["drift"], recovered["committed_total"]) == ([], [],
+                                                                                       24)
+
+
+def test_the_memory_probe_reports_each_childs_own_peak(tmp_path: Path) -> None:
+    _secs, big = run_peak([sys.executable, "-c", "b = bytearray(200 << 20); b[::4096] = "
+                           "b'x' * len(b[::4096])"], tmp_path)
+    _secs, small = run_peak([sys.executable, "-c", "pass"], tmp_path)
+    assert big >= 200 << 20
+    assert small < 100 << 20  # not the largest child so far
+    with pytest.raises(RuntimeError, match="exited 3"):
+        run_peak([sys.executable, "-c", "raise SystemExit(3)"], tmp_path)
