@@ -1,17 +1,19 @@
 """Smoke tests of `make bench`'s own machinery (the benchmarks themselves run
-only under `make bench`): the run builder and the memory probe."""
+only under `make bench`): the run builder, the memory probe and the plot."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
 from bench.common import run_peak
 from bench.logbuild import PATHS, content
+from bench.svg import line_plot
 from gitwal import Wal
 
 from .conftest import init_repo, ok
@@ -59,3 +61,13 @@ def test_the_memory_probe_reports_each_childs_own_peak(tmp_path: Path) -> None:
     assert small < 100 << 20  # not the largest child so far
     with pytest.raises(RuntimeError, match="exited 3"):
         run_peak([sys.executable, "-c", "raise SystemExit(3)"], tmp_path)
+
+
+def test_the_plot_is_an_svg_with_one_line_per_series() -> None:
+    svg = line_plot("t <&>", "x", "y", [("a", [(1.0, 2.0), (2.0, 3.0), (3.0, 2.5)]),
+                                        ("b", [(1.0, 1.0), (2.0, 1.5), (3.0, 1.0)])],
+                    [(2.5, "here")])
+    root = ET.fromstring(svg)
+    lines = root.findall("{http://www.w3.org/2000/svg}polyline")
+    assert [len(p.attrib["points"].split()) for p in lines] == [3, 3]
+    assert "t <&>" in "".join(root.itertext())
