@@ -1,5 +1,6 @@
 """Smoke tests of `make bench`'s own machinery (the benchmarks themselves run
-only under `make bench`): the run builder, the memory probe and the plot."""
+only under `make bench`): the run builder, the memory probe, the plot, and
+the place §8 fills in."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from bench import claude_session
 from bench.common import run_peak
 from bench.logbuild import PATHS, content
 from bench.svg import line_plot
@@ -71,3 +73,18 @@ def test_the_plot_is_an_svg_with_one_line_per_series() -> None:
     lines = root.findall("{http://www.w3.org/2000/svg}polyline")
     assert [len(p.attrib["points"].split()) for p in lines] == [3, 3]
     assert "t <&>" in "".join(root.itertext())
+
+
+def test_section_8_fills_the_places_bench_run_left(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    report = tmp_path / "benchmarks.md"
+    monkeypatch.setattr(claude_session, "REPORT", report)
+    row = "| " + " | ".join(claude_session.PENDING_ROW) + " |"
+    report.write_text(f"# B\n\n| target | measured | met |\n{row}\n\n## 7. x\n\n"
+                      + claude_session.PENDING_SECTION)
+    assert claude_session.fill_report("## 8. done\n\nfigures\n", "1.10x", True)
+    text = report.read_text()
+    assert f"| {claude_session.TARGET_NAME} | 1.10x | **met** |" in text
+    assert text.endswith("## 7. x\n\n## 8. done\n\nfigures\n")
+    assert not claude_session.fill_report("## 8. again\n", "1.30x", False)  # no place left
+    assert report.read_text() == text
