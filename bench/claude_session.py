@@ -60,12 +60,15 @@ SETTLE = 20.0
 PROMPT = "Rename getUserById to fetchUser everywhere under src/, one file at a time."
 
 
-TITLE = "## 8. Claude Code session: 40 Edit calls with the real binary"
+def title(edits: int = 40) -> str:
+    return f"## 8. Claude Code session: {edits} Edit calls with the real binary"
+
+
 TARGET_NAME = f"§8 Claude Code session, gitwal / no-op hooks ≤ {TARGET}x"
 # What bench/run.py writes until this benchmark has run (make bench runs it right after).
 PENDING_ROW = [TARGET_NAME, "not measured yet: `python -m bench.claude_session` fills it in",
                "—"]
-PENDING_SECTION = (f"{TITLE}\n\nNot measured yet: `make bench` runs `python -m "
+PENDING_SECTION = (f"{title()}\n\nNot measured yet: `make bench` runs `python -m "
                    "bench.claude_session` right after `bench.run`, which writes this section "
                    "(it needs the real Claude Code binary, docs/e2e.md; without it, it says "
                    "why here).\n")
@@ -182,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     found = find_claude()
     if found.path is None:
         print(f"claude_session: skipped: {found.reason}", file=sys.stderr)
-        fill_report(f"{TITLE}\n\nSkipped: {found.reason}\n", "skipped (no Claude Code)", None)
+        fill_report(f"{title(args.edits)}\n\nSkipped: {found.reason}\n",
+                    "skipped (no Claude Code)", None)
         return 0
     os.sync()
     time.sleep(SETTLE)
@@ -192,21 +196,24 @@ def main(argv: list[str] | None = None) -> int:
             times = measure(found.path, work, args.runs, args.edits, args.latency, runtime)
     except (RuntimeError, AssertionError) as e:  # a session that failed is not timed
         print(f"claude_session: error: {e}", file=sys.stderr)
-        fill_report(f"{TITLE}\n\nFailed, so not timed: {e}\n", "failed (see §8)", None)
+        fill_report(f"{title(args.edits)}\n\nFailed, so not timed: {e}\n", "failed (see §8)",
+                    None)
         return 1
     finally:
         shutil.rmtree(work, ignore_errors=True)
     snippet = render(times, args.edits, args.latency)
     print(snippet)
     ratio = Stats.of(times["gitwal"]).median / Stats.of(times["no-op"]).median
-    method = (f"`python -m bench.claude_session --runs {args.runs}` (bench/claude_session.py, "
+    given = f"--runs {args.runs}" + (f" --edits {args.edits}" if args.edits != 40 else "")
+    method = (f"`python -m bench.claude_session {given}` (bench/claude_session.py, "
               "docs/e2e.md): the real Claude Code against the scripted API on 127.0.0.1 "
               f"renames a symbol in {args.edits} files, one `Edit` each; gitwal's hooks as "
               "`git wal install claude` writes them, against the same hook entries (events, "
               "matchers, `async`) with every command `true`, and against no hooks. After "
               f"`sync` and {SETTLE:g} s of rest, one warm-up session each, then alternating "
               "rounds; session wall time.")
-    if fill_report(f"{TITLE}\n\n{method}\n\n{snippet}\n", fmt_ratio(ratio), ratio <= TARGET):
+    section = f"{title(args.edits)}\n\n{method}\n\n{snippet}\n"
+    if fill_report(section, fmt_ratio(ratio), ratio <= TARGET):
         print(f"claude_session: wrote section 8 of {REPORT.name}", file=sys.stderr)
     if args.json:
         print(json.dumps({"edits": args.edits, "latency": args.latency, "seconds": times}))
