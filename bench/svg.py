@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from html import escape
 
 WIDTH, HEIGHT = 900, 420
-LEFT, RIGHT, TOP, BOTTOM = 70, 20, 40, 50  # margins around the plot area
+LEFT, RIGHT, TOP, BOTTOM = 70, 20, 56, 50  # margins around the plot area (legend on top)
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")
 
 
@@ -21,13 +21,16 @@ def _ticks(top: float, count: int = 5) -> list[float]:
 
 def line_plot(title: str, x_label: str, y_label: str,
               series: Sequence[tuple[str, Sequence[tuple[float, float]]]],
-              marks: Sequence[tuple[float, str]] = ()) -> str:
+              marks: Sequence[tuple[float, str]] = (), y_max: float | None = None) -> str:
     """The SVG document; ``series``: (name, [(x, y), ...]); ``marks``: vertical
-    dashed lines at x with a label (e.g. where the calls change tool)."""
+    dashed lines at x with a label (e.g. where the calls change tool); ``y_max``:
+    the top of the y axis (points above it are drawn on the top edge, and the
+    plot says how many), so that a few outliers do not flatten the rest."""
     xs = [x for _n, pts in series for x, _y in pts] or [0.0, 1.0]
     ys = [y for _n, pts in series for _x, y in pts] or [1.0]
     x_max = max(xs) or 1.0
-    y_top = max(ys) * 1.05 or 1.0
+    y_top = (y_max if y_max is not None else max(ys) * 1.05) or 1.0
+    clipped = sum(1 for y in ys if y > y_top)
     y_ticks = _ticks(y_top)
     y_top = max(y_top, y_ticks[-1])
     x_ticks = _ticks(x_max)
@@ -37,7 +40,7 @@ def line_plot(title: str, x_label: str, y_label: str,
         return LEFT + pw * x / max(x_max, x_ticks[-1])
 
     def py(y: float) -> float:
-        return TOP + ph * (1 - y / y_top)
+        return TOP + ph * (1 - min(y, y_top) / y_top)
 
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
            f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">',
@@ -66,12 +69,16 @@ def line_plot(title: str, x_label: str, y_label: str,
         coords = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in pts)
         out.append(f'<polyline points="{coords}" fill="none" stroke="{color}" '
                    'stroke-width="1"/>')
-        ly = TOP + 16 + 16 * i
-        out.append(f'<line x1="{WIDTH - RIGHT - 190}" y1="{ly}" x2="{WIDTH - RIGHT - 170}" '
-                   f'y2="{ly}" stroke="{color}" stroke-width="2"/>')
-        out.append(f'<text x="{WIDTH - RIGHT - 164}" y="{ly + 4}">{escape(name)}</text>')
+        lx, ly = LEFT + 260 * i, TOP - 14  # the legend, in the top margin
+        out.append(f'<line x1="{lx}" y1="{ly}" x2="{lx + 20}" y2="{ly}" stroke="{color}" '
+                   'stroke-width="2"/>')
+        out.append(f'<text x="{lx + 26}" y="{ly + 4}">{escape(name)}</text>')
     out.append(f'<text x="{LEFT + pw / 2}" y="{HEIGHT - 12}" text-anchor="middle">'
                f'{escape(x_label)}</text>')
+    if clipped:
+        out.append(f'<text x="{WIDTH - RIGHT}" y="{HEIGHT - 12}" text-anchor="end" '
+                   f'fill="#555">{clipped} point(s) above {y_top:g} drawn on the top '
+                   'edge</text>')
     out.append(f'<text x="16" y="{TOP + ph / 2}" text-anchor="middle" '
                f'transform="rotate(-90 16 {TOP + ph / 2})">{escape(y_label)}</text>')
     out.append("</svg>")

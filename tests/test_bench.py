@@ -73,6 +73,9 @@ def test_the_plot_is_an_svg_with_one_line_per_series() -> None:
     lines = root.findall("{http://www.w3.org/2000/svg}polyline")
     assert [len(p.attrib["points"].split()) for p in lines] == [3, 3]
     assert "t <&>" in "".join(root.itertext())
+    capped = ET.fromstring(line_plot("t", "x", "y", [("a", [(1.0, 1.0), (2.0, 90.0)])],
+                                     y_max=10.0))
+    assert "1 point(s) above 10 drawn on the top edge" in "".join(capped.itertext())
 
 
 def test_section_8_fills_the_places_bench_run_left(tmp_path: Path,
