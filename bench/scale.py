@@ -1,35 +1,35 @@
-"""§4 of the report: `git wal log` and `git wal recover` on runs of up to
-100,000 records."""
+"""§4 of the report: `git wal log` and `git wal recover` on a run as gitwal
+writes it, grown to 100,000 records through gitwal's own writer."""
 
 from __future__ import annotations
 
-import functools
 import json
-import shutil
+import subprocess
+import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from gitwal import Wal
 from gitwal.cli.inspect import log_rows
 
-from .common import QUICK, disk_use, fmt_spread, fmt_time, met, run_quiet, sh
-from .fixtures import build_run, build_run_packed
-from .section import Section, base_repo, sample_interleaved, say
-from .storage import StorageCase, StorageResult, gc_storage
+from .common import GIT_WAL, QUICK, Stats, fmt_spread, fmt_time, met, run_peak, sh
+from .section import Section, base_repo, say
+from .storage import Objects, StorageResult, measure
 
-# Runs: (records, built packed with fast-import instead of loose with libgit2).
-RUN_SIZES = ((1_000, False), (5_000, True)) if QUICK else (
-    (1_000, False), (10_000, False), (100_000, True))
-RUN_REPS = {1_000: 7, 5_000: 3, 10_000: 5, 100_000: 3}
-LOG_RATE_TARGET = 20_000  # records/s
+STAGES = (1_000, 5_000) if QUICK else (10_000, 100_000)  # records, as the run grows
+REPS = 3 if QUICK else 5  # timed runs of each command at each stage
+DURABLE_STEPS = 200 if QUICK else 1_000  # steps built with every fsync, for the rate
+LOG_RATE_TARGET = 50_000  # records/s, at the longest run
+PEAK_TARGET = 64 * 1024 * 1024  # bytes, at every length
+RUN = "big"
+COMMANDS = ("log --json", "recover --json")
 
 
-def profile_read(root: Path, run: str) -> str:
+def profile_read(root: Path) -> str:
     """Where an in-process `git wal log --json` spends its time."""
     wal = Wal(root)
     t0 = time.perf_counter()
-    records = wal.run(run).store.raw_records()
+    records = wal.run(RUN).store.raw_records()
     t1 = time.perf_counter()
     rows = log_rows(records)
     t2 = time.perf_counter()
@@ -37,91 +37,99 @@ def profile_read(root: Path, run: str) -> str:
     t3 = time.perf_counter()
     del text
     n = len(records)
-    per = 1e6 / n
-    return (f"In-process at {n:,} records: `Store.records()` (walk the chain, read and "
-            f"decode every record) {fmt_time(t1 - t0)} ({(t1 - t0) * per:.0f} µs/record), "
+    return (f"In-process at {n:,} records: `Store.raw_records()` (walk the chain, read "
+            f"every record) {fmt_time(t1 - t0)} ({(t1 - t0) * 1e6 / n:.0f} µs/record), "
             f"`log_rows` {fmt_time(t2 - t1)}, JSON output {fmt_time(t3 - t2)}")
 
 
-def check_builders(work: Path) -> None:
-    """Both run builders must give byte-identical `git wal log --json` output."""
-    paths = [f"src/f{i:02d}.txt" for i in range(20)]
-    outputs = []
-    for name, build in (("loose", build_run), ("packed", build_run_packed)):
-        root = base_repo(work / f"check-{name}", {p: f"{p} base\n".encode() for p in paths})
-        build(root, "big", 50, paths)
-        outputs.append(sh("git", "wal", "log", "--run", "big", "--json", cwd=root))
-        shutil.rmtree(root)
-    if outputs[0] != outputs[1] or len(outputs[0].splitlines()) != 101:
-        raise RuntimeError("bench: the loose and fast-import run builders disagree")
+def grow(root: Path, steps: int, durable: int) -> dict[str, float]:
+    """``steps`` more steps through gitwal's writer (bench/logbuild.py, a child process)."""
+    out = subprocess.run([sys.executable, "-m", "bench.logbuild", str(root), RUN, str(steps),
+                          str(durable)], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parent.parent)
+    if out.returncode != 0:
+        raise RuntimeError(f"bench.logbuild failed:\n{out.stderr.strip()}")
+    built: dict[str, float] = json.loads(out.stdout)
+    return built
+
+
+def rate(steps: float, seconds: float) -> str:
+    """Appends per second (two appends per step)."""
+    return f"{2 * steps / seconds:,.0f} appends/s" if seconds > 0 and steps else "—"
 
 
 def bench_scale(work: Path, storage: list[StorageResult]) -> Section:
     section = Section(
         "4. Reading and recovery at scale",
-        "runs of a plan plus N/2 committed `write_file` steps (intent + commit: 7 objects "
-        "per step, exactly what `Run.apply` writes) built straight into the object "
-        "database following docs/format.md (bench/fixtures.py): *loose* runs with pygit2, "
-        "libgit2 fsync off during the build only, the layout gitwal leaves; *gc* = the "
-        "same run after `git gc`; *fast-import* runs streamed through `git fast-import` "
-        "into one pack (100k records as loose objects take minutes to build, and `git gc "
-        "--auto` would have packed them long before). Both builders are checked to give "
-        "byte-identical `git wal log --json` output. Working tree at the last committed "
-        "content, so recovery finds no open intent and no drift; no checkpoints (every read "
-        "walks the whole chain). One untimed `git wal log --json` per run (which must "
-        "print every record), then timed: `git wal log --run R --json "
-        "> /dev/null` and `git wal recover --run R --json > /dev/null` as subprocesses "
-        "(wall time, including interpreter start-up), interleaved; spread p10 .. p90.",
-        ["records", "objects", "command", "n", "median", "p10 .. p90", "records/s",
+        "one run grown through gitwal's own writer (bench/logbuild.py): a plan, then "
+        "`write_file` steps as `Run.apply` writes them (pre- and post-image blobs with "
+        "`Store.put_blob`, an intent append, a commit append: two `Store.append` calls of "
+        "one record each, under the run lock), 20 files rewritten in turn; the working "
+        "tree then holds the last committed contents, so recovery finds nothing open and "
+        "no drift. The run is grown to each length in turn and measured there, nothing "
+        "cached between bench runs. At each length one untimed `git wal log --json` "
+        f"(which must print every record), then {REPS} timed runs of each command, "
+        "interleaved: `git wal log --run big --json > /dev/null` and `git wal recover "
+        "--run big --json > /dev/null` (read-only: nothing is open) as whole processes, "
+        "wall time including interpreter start; peak memory = the child's own "
+        "`ru_maxrss` from `wait4` (largest of its runs).",
+        ["records", "command", "n", "median", "p10 .. p90", "records/s", "peak memory",
          "target", "met"],
     )
-    check_builders(work)
-    paths = [f"src/f{i:02d}.txt" for i in range(20)]
-    for n, packed in RUN_SIZES:
-        say(f"4/6 scale: building a run of {n:,} records"
-            + (" (fast-import)" if packed else " (loose)"))
-        root = base_repo(work / f"run-{n}", {p: f"{p} base\n".encode() for p in paths})
-        loose_before = disk_use(root / ".git" / "objects")
-        build = build_run_packed if packed else build_run
-        t0 = time.perf_counter()
-        records = build(root, "big", n // 2, paths)
-        built = time.perf_counter() - t0
+    root = base_repo(work / "scale-repo", {f"src/f{i:02d}.txt": f"src/f{i:02d}.txt base\n"
+                                           .encode() for i in range(20)})
+    objects = root / ".git" / "objects"
+    before = Objects.of(objects)
+    have = 1  # records in the run: the plan
+    for stage in STAGES:
+        steps = (stage - have + 1) // 2
+        say(f"4/7 scale: growing the run to {have + 2 * steps:,} records")
+        built = grow(root, steps, DURABLE_STEPS if have == 1 else 0)
+        have = int(built["records"])
+        seconds = built["durable_seconds"] + built["fast_seconds"]
         section.notes.append(
-            f"Building the {records:,}-record run took {built:.1f} s "
-            f"({built / records * 1e6:.0f} µs/record, "
-            + ("`git fast-import`)." if packed else "libgit2, fsync off)."))
-        for state in ["fast-import"] if packed else ["loose", "gc"]:
-            if state == "gc":
-                storage.append(gc_storage(StorageCase(
-                    f"run of {records:,} records (§4, ~30-byte files)", root, records,
-                    loose_before)))
-            say(f"   timing log and recover on {records:,} records ({state})")
-            if state != "gc":  # the first read of each run: untimed, and checked
-                printed = sh("git", "wal", "log", "--run", "big", "--json", cwd=root)
-                if len(printed.splitlines()) != records:
-                    raise RuntimeError(f"bench: log of the {n}-record run is incomplete")
-            reps = RUN_REPS[n]
-            cmds: dict[str, Callable[[], object]] = {
-                name: functools.partial(run_quiet, ["git", "wal", *name.split(), "--run",
-                                                    "big"], root)
-                for name in ("log --json", "recover --json")
-            }
-            stats = sample_interleaved(cmds, reps, blocks=reps)
-            for name, s in stats.items():
-                rate = records / s.median
-                target, verdict = "—", "—"
-                if name == "log --json":
-                    ok = rate >= LOG_RATE_TARGET
-                    target, verdict = f"≥ {LOG_RATE_TARGET:,} records/s", met(ok)
-                    section.targets.append((
-                        f"`log --json` ≥ {LOG_RATE_TARGET:,} records/s "
-                        f"({records:,} records, {state})", f"{rate:,.0f}/s", ok))
-                section.rows.append([f"{records:,}", state, f"`git wal {name}`", str(s.n),
-                                     fmt_time(s.median), fmt_spread(s), f"{rate:,.0f}",
-                                     target, verdict])
-        if n == RUN_SIZES[1][0]:
-            section.notes.append(profile_read(root, "big") + ".")
-        shutil.rmtree(root)
+            f"Growing the run to {have:,} records took {seconds:.1f} s: "
+            + (f"{built['durable_steps']:,.0f} steps with every fsync "
+               f"({rate(built['durable_steps'], built['durable_seconds'])}, the durable "
+               "rate), then " if built["durable_steps"] else "")
+            + f"{built['fast_steps']:,.0f} steps with fsync switched off in the builder "
+            f"only ({rate(built['fast_steps'], built['fast_seconds'])}; same files, packs "
+            "and merges).")
+        printed = sh("git", "wal", "log", "--run", RUN, "--json", cwd=root)
+        if len(printed.splitlines()) != have:
+            raise RuntimeError(f"bench: `git wal log` printed {len(printed.splitlines())} of "
+                               f"{have} records")
+        del printed
+        say(f"   timing log and recover on {have:,} records")
+        times: dict[str, list[float]] = {c: [] for c in COMMANDS}
+        peaks: dict[str, int] = dict.fromkeys(COMMANDS, 0)
+        for _ in range(REPS):
+            for cmd in COMMANDS:
+                secs, peak = run_peak([GIT_WAL, *cmd.split(), "--run", RUN], root)
+                times[cmd].append(secs)
+                peaks[cmd] = max(peaks[cmd], peak)
+        last = stage == STAGES[-1]
+        for cmd in COMMANDS:
+            s = Stats.of(times[cmd])
+            per_s = have / s.median
+            mem_ok = peaks[cmd] <= PEAK_TARGET
+            goals = [(f"peak ≤ {PEAK_TARGET >> 20} MB", mem_ok)]
+            section.targets.append((f"§4 `git wal {cmd}` peak memory ≤ 64 MB ({have:,} records)",
+                                    f"{peaks[cmd] / 2**20:.1f} MB", mem_ok))
+            if cmd == "log --json" and last:
+                ok = per_s >= LOG_RATE_TARGET
+                goals.insert(0, (f"≥ {LOG_RATE_TARGET:,} records/s", ok))
+                section.targets.append((
+                    f"§4 `git wal log --json` ≥ {LOG_RATE_TARGET:,} records/s ({have:,} records)",
+                    f"{per_s:,.0f}/s", ok))
+            section.rows.append([
+                f"{have:,}", f"`git wal {cmd}`", str(s.n), fmt_time(s.median), fmt_spread(s),
+                f"{per_s:,.0f}", f"{peaks[cmd] / 2**20:.1f} MB",
+                "; ".join(g for g, _ in goals), " / ".join(met(ok) for _, ok in goals)])
+        if last:
+            section.notes.append(profile_read(root) + ".")
+        storage.append(measure(f"run of §4 at {have:,} records", root, have, before, gc=last))
     if QUICK:
-        section.notes.append("Quick run: 1k (loose, gc) and 5k (fast-import) records only.")
+        section.notes.append(f"Quick run: {STAGES[0]:,} and {STAGES[-1]:,} records, not "
+                             "10,000 and 100,000.")
     return section

@@ -3,6 +3,10 @@ interleaved sampling, table rows, a repository to run gitwal in."""
 
 from __future__ import annotations
 
+import cProfile
+import io
+import pstats
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -77,3 +81,26 @@ def base_repo(root: Path, files: dict[str, bytes]) -> Path:
     init_repo(root, files)
     sh("git", "gc", "-q", "--prune=now", cwd=root)
     return root
+
+
+def profile_calls(op: Callable[[], object], n: int) -> str:
+    """The functions where ``n`` calls of ``op`` spend their own time (cProfile, top 8)."""
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(n):
+        op()
+    prof.disable()
+    buf = io.StringIO()
+    st = pstats.Stats(prof, stream=buf)
+    entries = []
+    for (filename, _line, func), (_cc, ncalls, tottime, _ct, _callers) in st.stats.items():  # type: ignore[attr-defined]
+        if filename != "~":
+            func = f"{Path(filename).stem}.{func}"
+        m = re.fullmatch(r"<(?:built-in )?method '?([\w.]+)'?(?: of '(?:\w+\.)*(\w+)' objects)?>",
+                         func)
+        if m:
+            func = f"{m.group(2)}.{m.group(1)}" if m.group(2) else m.group(1)
+        entries.append((tottime, f"`{func}` {fmt_time(tottime / n)} "
+                                 f"({ncalls / n:.0f} calls)"))
+    entries.sort(reverse=True)
+    return "; ".join(text for _t, text in entries[:8])

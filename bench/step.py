@@ -3,51 +3,31 @@ hand-written reference."""
 
 from __future__ import annotations
 
-import cProfile
-import io
-import pstats
-import re
 from collections.abc import Callable
 from pathlib import Path
 
 from . import probe
-from .common import QUICK, disk_use, fmt_ratio, fmt_time, met
+from .common import QUICK, fmt_ratio, met
 from .ops import STEP_PATH, GitwalStep, ReferenceStep
-from .section import BLOCKS, Section, base_repo, fmt_counts, sample_interleaved, say, stat_row
-from .storage import StorageCase, StorageResult, gc_storage
+from .section import (
+    BLOCKS,
+    Section,
+    base_repo,
+    fmt_counts,
+    profile_calls,
+    sample_interleaved,
+    say,
+    stat_row,
+)
 
 STEPS = 40 if QUICK else 150  # per contender
+TARGET = 2.0  # gitwal step / reference step, medians
 
 
-def profile_steps(op: GitwalStep, n: int) -> str:
-    """The functions where ``n`` gitwal steps spend their own time (cProfile)."""
-    prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(n):
-        op()
-    prof.disable()
-    buf = io.StringIO()
-    st = pstats.Stats(prof, stream=buf)
-    entries = []
-    for (filename, _line, func), (_cc, ncalls, tottime, _ct, _callers) in st.stats.items():  # type: ignore[attr-defined]
-        if filename != "~":
-            func = f"{Path(filename).stem}.{func}"
-        m = re.fullmatch(r"<(?:built-in )?method '?([\w.]+)'?(?: of '(?:\w+\.)*(\w+)' objects)?>",
-                         func)
-        if m:
-            func = f"{m.group(2)}.{m.group(1)}" if m.group(2) else m.group(1)
-        entries.append((tottime, f"`{func}` {fmt_time(tottime / n)} "
-                                 f"({ncalls / n:.0f} calls)"))
-    entries.sort(reverse=True)
-    return "; ".join(text for _t, text in entries[:8])
-
-
-def bench_step(work: Path, storage: list[StorageResult]) -> Section:
-    say(f"2/6 full step ({STEPS} steps per contender)")
+def bench_step(work: Path) -> Section:
+    say(f"2/7 full step ({STEPS} steps per contender)")
     files = {STEP_PATH: b"initial\n", "README": b"step benchmark\n"}
     repo_root = base_repo(work / "step-repo", files)
-    objects = repo_root / ".git" / "objects"
-    loose_before = disk_use(objects)
     gitwal = GitwalStep(repo_root)
     ref_root = work / "step-reference"
     ref_root.mkdir()
@@ -62,9 +42,6 @@ def bench_step(work: Path, storage: list[StorageResult]) -> Section:
         for _ in range(5):
             op()
     stats = sample_interleaved(ops, STEPS)
-    storage.append(gc_storage(StorageCase(
-        "run written by `Run.apply` (§2, ~200-byte files)", repo_root,
-        len(gitwal.run.records()), loose_before)))
     fsyncs: dict[str, float | None] = dict.fromkeys(ops)
     by_path: dict[str, dict[str, float]] = {}
     if probe.strace_available():
@@ -92,17 +69,18 @@ def bench_step(work: Path, storage: list[StorageResult]) -> Section:
     )
     for name, s in stats.items():
         is_gitwal = name.startswith("gitwal")
-        ok = s.median <= 3 * ref
+        ok = s.median <= TARGET * ref
         f = fsyncs[name]
         section.rows.append(stat_row(
             name, s, ref_stats, "n/a" if f is None else f"{f:.1f}",
-            "≤ 3x reference" if is_gitwal else "—", met(ok) if is_gitwal else "—"))
+            f"≤ {TARGET:g}x reference" if is_gitwal else "—", met(ok) if is_gitwal else "—"))
         if is_gitwal:
-            section.targets.append(("full step ≤ 3x reference", fmt_ratio(s.median / ref), ok))
+            section.targets.append((f"§2 full step `run.apply` ≤ {TARGET:g}x reference step",
+                                    fmt_ratio(s.median / ref), ok))
     for kind, counts in by_path.items():
         section.notes.append(f"fsyncs per {kind.replace('-', ' ')}, by what they sync "
                              f"(`strace -y`): {fmt_counts(counts)}.")
     section.notes.append(
         "Where a gitwal step spends its own time (cProfile, 30 steps, per step, top 8 by "
-        "self time; profiling inflates Python-heavy parts): " + profile_steps(gitwal, 30) + ".")
+        "self time; profiling inflates Python-heavy parts): " + profile_calls(gitwal, 30) + ".")
     return section
