@@ -23,7 +23,7 @@ from gitwal.log.packwrite import (
     write_kept_pack,
 )
 
-from .conftest import git, ok
+from .conftest import git, init_repo, ok
 
 
 def _kept(repo: Path) -> list[Path]:
@@ -88,3 +88,34 @@ def test_merges_go_by_size_tier() -> None:
     assert merge_tier([big] * 100 + [small] * (MERGE_AT - 1)) is None
     assert merge_tier([mid] * (MERGE_AT - 1) + [small]) == 32 << 20
     assert merge_tier([mid] * (MERGE_AT - 2) + [small]) is None
+
+
+def test_a_shell_step_packs_what_differs_from_head_not_the_whole_tree(tmp_path: Path) -> None:
+    """The committed files are loose (never packed) and reachable from HEAD:
+    an exec step's snapshot names them but does not copy them; its new file
+    and the trees above it are copied. Once appended, the log's ref reaches
+    the whole snapshot: it survives a prune, also after HEAD moved away."""
+    files = {f"d{i // 10}/f{i}.txt": f"{i}\n" for i in range(60)}
+    repo = init_repo(tmp_path / "repo", files)
+    ok(repo, "begin", "--run", "r")
+    before = set(_kept(repo))
+    ok(repo, "exec", "--run", "r", "--", "sh", "-c", "echo new > d3/new.txt")
+    objects = [o for keep in set(_kept(repo)) - before
+               for o in read_pack(keep.with_suffix(".pack"))]
+    # intent and commit appends: records, their trees and commits; the post
+    # snapshot's root and d3/ trees and the new blob; nothing of HEAD's 60 files.
+    blobs = {o.data for o in objects if o.kind == BLOB}
+    assert b"new\n" in blobs and not blobs & {t.encode() for t in files.values()}
+    assert len(objects) < 15
+    git(repo, "gc", "--prune=now", "-q")
+    ok(repo, "verify", "--run", "r")
+    git(repo, "checkout", "-q", "--orphan", "other")
+    git(repo, "rm", "-rq", "--cached", ".")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "elsewhere")
+    git(repo, "branch", "-D", "main")
+    git(repo, "reflog", "expire", "--expire=now", "--all")
+    git(repo, "gc", "--prune=now", "-q")
+    rows = [json.loads(line) for line in ok(repo, "log", "--run", "r", "--json").splitlines()]
+    (post,) = rows[-1]["post"]
+    assert git(repo, "cat-file", "-p", f"{post}:d0/f3.txt") == "3\n"
+    assert git(repo, "cat-file", "-p", f"{post}:d3/new.txt") == "new\n"

@@ -31,14 +31,19 @@ class AppendLost(WalError):
 
 
 def gather_loose(repo: pygit2.Repository, common: Path, run: str, oid: str, is_tree: bool,
-                 into: list[RawObject]) -> bool:
+                 into: list[RawObject], reachable: pygit2.Tree | None = None) -> bool:
     """Add the object ``oid`` (and, for a tree, the loose objects under it)
     to ``into`` when it is loose; False when it is packed (not gathered).
 
     A loose object is unreachable until the append names it, so a prune
     may delete it at any moment; once copied into the append's kept pack
     it cannot be lost. A packed tree is taken whole as packed (git packs
-    a tree with what it names)."""
+    a tree with what it names). ``reachable``: a tree the repository's refs
+    reach (HEAD's, whose commit the reflog keeps too): a subtree or file of
+    ``oid`` that is the very object at the same path there cannot be pruned
+    before the append names it, so it is not copied (a snapshot of a large
+    tree copies only what differs from HEAD, not every loose object of it).
+    """
     path = common / "objects" / oid[:2] / oid[2:]
     if not path.exists():
         if pygit2.Oid(hex=oid) not in repo.odb:
@@ -61,9 +66,31 @@ def gather_loose(repo: pygit2.Repository, common: Path, run: str, oid: str, is_t
         for entry in tree:
             if entry.filemode == pygit2.GIT_FILEMODE_COMMIT:
                 continue  # a submodule's commit lives in its own repository
+            there = _entry(reachable, entry.name)
+            if there is not None and there.id == entry.id:
+                continue  # reachable from HEAD as it is
             gather_loose(repo, common, run, str(entry.id),
-                         entry.filemode == pygit2.GIT_FILEMODE_TREE, into)
+                         entry.filemode == pygit2.GIT_FILEMODE_TREE, into,
+                         there if isinstance(there, pygit2.Tree) else None)
     return True
+
+
+def _entry(tree: pygit2.Tree | None, name: str | None) -> pygit2.Object | None:
+    if tree is None or name is None:
+        return None
+    try:
+        return tree[name]
+    except KeyError:
+        return None
+
+
+def head_tree(repo: pygit2.Repository) -> pygit2.Tree | None:
+    """HEAD's tree, or None (unborn, or not a commit)."""
+    try:
+        commit = repo.head.peel(pygit2.Commit)
+    except (pygit2.GitError, KeyError, ValueError):
+        return None
+    return commit.tree
 
 
 def pruned(common: Path, oids: Sequence[str]) -> list[str]:

@@ -44,7 +44,7 @@ from ..repository import common_dir
 from .appends import REF_PREFIX
 from .authorship import attach
 from .command_locks import CommandLocks
-from .keepalive import AppendLost, gather_loose, merge_packs, pruned
+from .keepalive import AppendLost, gather_loose, head_tree, merge_packs, pruned
 from .locks import config_wait_timeout, lock_dir, run_lock, tell
 from .packwrite import (
     BLOB,
@@ -138,26 +138,16 @@ class Store(ChainSurgery, CommandLocks):
         return True
 
     def put_blob(self, data: bytes) -> str:
-        """The blob id of ``data``, its bytes carried by the next append that names it.
-
-        A blob the repository holds already is left where it is (a loose one
-        is copied into that append's kept pack). A new one is not written at
-        all until then: it is born in the append's kept pack, durable with the
-        append (no loose object, no fsyncs of its own). Until that append
-        lands it exists only in this process: name it in a ``Ref`` of the
-        append whose records name it.
-        """
+        """The blob id of ``data``. A new blob is born in the kept pack of the
+        next append whose refs name it (no loose object, no fsync of its own);
+        until then it exists only in this process."""
         oid = object_id(BLOB, data)
         if pygit2.Oid(hex=oid) not in self.repo.odb:
             self._staged[oid] = data
         return oid
 
-    def append(
-        self,
-        records: Sequence[Record],
-        refs: Sequence[Ref],
-        expect: CommitId | None,
-    ) -> CommitId:
+    def append(self, records: Sequence[Record], refs: Sequence[Ref],
+               expect: CommitId | None) -> CommitId:
         """Append ``records`` in one commit, moving the ref from ``expect``.
 
         Raises :class:`RunBusy` when the ref is no longer at ``expect``: the
@@ -183,7 +173,8 @@ class Store(ChainSurgery, CommandLocks):
             if staged is not None:
                 objects.append(RawObject(BLOB, staged))
                 continue
-            if not gather_loose(self.repo, self._common, self.run, r.oid, r.is_tree, objects):
+            if not gather_loose(self.repo, self._common, self.run, r.oid, r.is_tree, objects,
+                                head_tree(self.repo) if r.is_tree else None):
                 exposed.append(r.oid)
         tree = RawObject(TREE, tree_data(entries))
         message = (summary(records[-1]) + "\n").encode()
