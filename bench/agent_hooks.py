@@ -29,7 +29,6 @@ from pathlib import Path
 from bench.common import Stats, fmt_ratio, fmt_spread, fmt_time, seal_environment, sh, table
 
 EDITS = 40
-TARGET = 1.5  # gitwal's hooks / no-op hooks, per session
 
 
 def make_repo(root: Path) -> Path:
