@@ -83,6 +83,43 @@ def test_reference_transaction_allows_appends_refuses_rewrites(repo: Path) -> No
     ok(repo, "log")
 
 
+HOOK = Path(__file__).parents[1] / "hooks" / "git" / "reference-transaction"
+ZERO = "0" * 40
+
+
+def transaction(hook: Path, cwd: Path, state: str, lines: str, path: str
+                ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["/bin/sh", str(hook), state], cwd=cwd, input=lines, text=True,
+                          capture_output=True, env={**os.environ, "PATH": path})
+
+
+def test_reference_transaction_forks_nothing_for_other_refs(repo: Path, tmp_path: Path) -> None:
+    """git runs the hook several times per ref update: for a branch it must not
+    start a single process (with nothing on PATH it still passes)."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    head = git(repo, "rev-parse", "HEAD").strip()
+    branch = f"{ZERO} {head} refs/heads/topic\n{head} {ZERO} refs/heads/old\n"
+    for state in ("prepared", "committed"):
+        done = transaction(HOOK, repo, state, branch, str(empty))
+        assert (done.returncode, done.stderr) == (0, "")
+    # A log's ref in the same transaction is checked (with git on PATH).
+    ok(repo, "begin", "--run", "r")
+    log = branch + f"{git(repo, 'rev-parse', 'refs/wal/r').strip()} {ZERO} refs/wal/r\n"
+    refused = transaction(HOOK, repo, "prepared", log, BARE_PATH)
+    assert refused.returncode == 1 and "refusing to delete refs/wal/r" in refused.stderr
+    # A chained hook still gets the transaction, byte for byte.
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "reference-transaction").write_bytes(HOOK.read_bytes())
+    chained = hooks / "reference-transaction.gitwal-chained"
+    chained.write_text(f"#!/bin/sh\ncat > {tmp_path / 'seen'}\n")
+    chained.chmod(0o755)
+    assert transaction(hooks / "reference-transaction", repo, "prepared", branch,
+                       BARE_PATH).returncode == 0
+    assert (tmp_path / "seen").read_text() == branch
+
+
 def test_server_side_refuses_force_push_and_delete_of_a_log(tmp_path: Path) -> None:
     server = tmp_path / "server.git"
     git(tmp_path, "init", "-q", "--bare", str(server))
