@@ -27,18 +27,15 @@ import time
 from pathlib import Path
 
 from bench.common import Stats, fmt_ratio, fmt_spread, fmt_time, seal_environment, sh, table
+from bench.fixtures import init_repo
 
 EDITS = 40
 
 
 def make_repo(root: Path) -> Path:
-    root.mkdir(parents=True)
-    sh("git", "init", "-q", "-b", "main", cwd=root)
-    for i in range(EDITS):
-        (root / f"src{i:02d}.ts").write_text(f"export const n{i} = getUserById({i});\n")
-    sh("git", "add", "-A", cwd=root)
-    sh("git", "commit", "-qm", "init", cwd=root)
-    return root
+    files = {f"src{i:02d}.ts": f"export const n{i} = getUserById({i});\n".encode()
+             for i in range(EDITS)}
+    return init_repo(root, files)
 
 
 def installed(repo: Path, in_process: bool) -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .agent_hooks import installed
 from .common import QUICK, ROOT, Stats, fmt_ratio, fmt_time, met, sh
+from .fixtures import init_repo
 from .section import Section, say
 from .svg import line_plot
 
@@ -33,13 +34,8 @@ EVENTS = ("PreToolUse", "PostToolUse")
 
 
 def make_repo(root: Path) -> Path:
-    root.mkdir(parents=True)
-    sh("git", "init", "-q", "-b", "main", cwd=root)
-    for i in range(FILES):
-        (root / f"src{i:02d}.ts").write_text(f"export const n{i} = 0;\n")
-    sh("git", "add", "-A", cwd=root)
-    sh("git", "commit", "-qm", "init", cwd=root)
-    return root
+    files = {f"src{i:02d}.ts": f"export const n{i} = 0;\n".encode() for i in range(FILES)}
+    return init_repo(root, files)
 
 
 def hook(command: str, repo: Path, payload: dict[str, object]) -> float:
