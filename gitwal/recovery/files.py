@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from ..crashpoints import crash_point
 from ..effects import apply_post, missing_images, restore_pre, run_check
-from ..ids import Lsn
-from ..log.store import Ref, Store
-from ..records.model import REPLAY_SAFE, Abort, Commit, Intent, Record
+from ..log.store import Ref
+from ..records.model import REPLAY_SAFE, Abort, Commit, Intent
 from ..report import APPLIED, IN_DOUBT, NOT_APPLIED, SUPERSEDED, TORN, Outcome
 from ..worktree.overwrite import (
     DIRECTORY,
@@ -24,32 +23,15 @@ from ..worktree.overwrite import (
     save,
     torn_prefix,
 )
-from ..worktree.tree import Worktree
+from .host import DecisionHost
 
 # Whose bytes a target holds (FileDecisions._kind).
 PRE, POST, TORN_POST, FOREIGN = "pre", "post", "torn-post", "foreign"
 OTHER_RUN = "other-run "
 
 
-class FileDecisions:
-    """Mixed into :class:`gitwal.recovery.decide.Recovery`, which provides these."""
-
-    store: Store
-    wt: Worktree
-    redo: bool
-    restore: bool
-    next_lsn: Lsn
-
-    def _append(self, record: Record, refs: list[Ref] | None = None) -> None:
-        raise NotImplementedError
-
-    def _outcome(self, intent: Intent, outcome: str, action: str, detail: str,
-                 changed: tuple[str, ...] = (), open_: bool = False,
-                 saved: tuple[tuple[str, str, str], ...] = ()) -> Outcome:
-        raise NotImplementedError
-
-    def _committed_elsewhere(self) -> dict[tuple[str, str], str]:
-        raise NotImplementedError
+class FileDecisions(DecisionHost):
+    """Mixed into :class:`gitwal.recovery.decide.Recovery` (see host.py)."""
 
     def _decide_file(self, intent: Intent, dry_run: bool) -> Outcome:
         assert intent.post is not None

@@ -9,33 +9,16 @@ import pygit2
 
 from ..effects import run_check, run_command
 from ..ids import Lsn, TreeId
-from ..log.store import Ref, Store
+from ..log.store import Ref
 from ..records.model import REPLAY_SAFE, Abort, Commit, Intent, Record, agent_tag
 from ..report import IN_DOUBT, NOT_APPLIED, Outcome
 from ..worktree.overwrite import bring_back_tree, describe, found, restore_plan, restore_tree
 from ..worktree.snapshot import tree_state, watched_paths
-from ..worktree.tree import Worktree
+from .host import DecisionHost
 
 
-class ExecDecisions:
-    """Mixed into :class:`gitwal.recovery.decide.Recovery`, which provides these."""
-
-    store: Store
-    wt: Worktree
-    redo: bool
-    restore: bool
-    next_lsn: Lsn
-
-    def _append(self, record: Record, refs: list[Ref] | None = None) -> None:
-        raise NotImplementedError
-
-    def _outcome(self, intent: Intent, outcome: str, action: str, detail: str,
-                 changed: tuple[str, ...] = (), open_: bool = False,
-                 saved: tuple[tuple[str, str, str], ...] = ()) -> Outcome:
-        raise NotImplementedError
-
-    def _committed_elsewhere(self) -> dict[tuple[str, str], str]:
-        raise NotImplementedError
+class ExecDecisions(DecisionHost):
+    """Mixed into :class:`gitwal.recovery.decide.Recovery` (see host.py)."""
 
     def _finish_restores(self, records: list[Record]
                          ) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -1,0 +1,31 @@
+"""What recovery's decision mixins (files.py, shell.py) need from the
+recovery pass that mixes them in (decide.py's :class:`Recovery`)."""
+
+from __future__ import annotations
+
+from ..ids import Lsn
+from ..log.store import Ref, Store
+from ..records.model import Intent, Record
+from ..report import Outcome
+from ..worktree.tree import Worktree
+
+
+class DecisionHost:
+    """Provided by :class:`gitwal.recovery.decide.Recovery`."""
+
+    store: Store
+    wt: Worktree
+    redo: bool
+    restore: bool
+    next_lsn: Lsn
+
+    def _append(self, record: Record, refs: list[Ref] | None = None) -> None:
+        raise NotImplementedError
+
+    def _outcome(self, intent: Intent, outcome: str, action: str, detail: str,
+                 changed: tuple[str, ...] = (), open_: bool = False,
+                 saved: tuple[tuple[str, str, str], ...] = ()) -> Outcome:
+        raise NotImplementedError
+
+    def _committed_elsewhere(self) -> dict[tuple[str, str], str]:
+        raise NotImplementedError
