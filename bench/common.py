@@ -154,25 +154,37 @@ def run_quiet(argv: Sequence[str], cwd: Path, env: dict[str, str] | None = None)
         )
 
 
+# Started by run_peak in a fresh interpreter: spawns the command with its
+# stdout discarded, waits for it, prints "seconds peak_kib exit_code".
+_PEAK = """
+import os, sys, time
+t0 = time.perf_counter()
+pid = os.posix_spawnp(sys.argv[1], sys.argv[1:], os.environ,
+                      file_actions=[(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0)])
+_pid, status, usage = os.wait4(pid, 0)
+print(time.perf_counter() - t0, usage.ru_maxrss, os.waitstatus_to_exitcode(status))
+"""
+
+
 def run_peak(argv: Sequence[str], cwd: Path) -> tuple[float, int]:
     """Run a command with output discarded: (wall seconds, peak RSS in bytes).
 
-    The peak is the child's own ``ru_maxrss`` from ``wait4`` (which covers the
-    descendants it waited for), so it is this process's alone, unlike deltas
-    of ``RUSAGE_CHILDREN``, which only ever show a new maximum.
+    The peak is the command's own ``ru_maxrss`` from ``wait4``. Linux counts
+    in it the memory of the process it was forked from (the high-water mark
+    of the image it replaced at ``exec``), so the command is started by a
+    small interpreter of its own, never by this (large) process: the figure
+    is then the command's, within the few MB that interpreter holds.
     """
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    assert proc.stderr is not None
-    err = proc.stderr.read()
-    _pid, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
-    proc.stderr.close()
-    if proc.returncode != 0:
-        raise RuntimeError(f"`{' '.join(argv)}` exited {proc.returncode}:\n"
-                           f"{err.decode().strip()}")
-    return seconds, usage.ru_maxrss * 1024  # Linux reports KiB
+    proc = subprocess.run([sys.executable, "-S", "-c", _PEAK, *argv], cwd=cwd,
+                          capture_output=True, text=True)
+    try:
+        seconds, kib, code = proc.stdout.split()
+    except ValueError:
+        raise RuntimeError(f"`{' '.join(argv)}` could not be measured: "
+                           f"{proc.stderr.strip()}") from None
+    if int(code) != 0:
+        raise RuntimeError(f"`{' '.join(argv)}` exited {code}:\n{proc.stderr.strip()}")
+    return float(seconds), int(kib) * 1024  # Linux reports KiB
 
 
 def load_average() -> str:
