@@ -86,8 +86,10 @@ def test_merges_go_by_size_tier() -> None:
     assert merge_tier([small] * MERGE_AT) == 1 << 20
     # Full-size packs never count toward a tier; mid-size ones only the second.
     assert merge_tier([big] * 100 + [small] * (MERGE_AT - 1)) is None
-    assert merge_tier([mid] * (MERGE_AT - 1) + [small]) == 32 << 20
-    assert merge_tier([mid] * (MERGE_AT - 2) + [small]) is None
+    assert merge_tier([mid] * MERGE_AT + [small]) == 32 << 20
+    # A mid-size pack is not merged again because small ones piled up beside it.
+    assert merge_tier([mid] + [small] * (MERGE_AT - 1)) is None
+    assert merge_tier([mid] * (MERGE_AT - 1) + [small] * (MERGE_AT - 1)) is None
 
 
 def test_a_shell_step_packs_what_differs_from_head_not_the_whole_tree(tmp_path: Path) -> None:

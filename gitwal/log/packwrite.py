@@ -37,10 +37,10 @@ _TYPE_CODE = {COMMIT: 1, TREE: 2, BLOB: 3}
 _CODE_TYPE = {v: k for k, v in _TYPE_CODE.items()}
 KEEP_MESSAGE = b"gitwal: objects of write-ahead log appends\n"
 MODE_BLOB, MODE_TREE = 0o100644, 0o040000
-# Packs gitwal keeps are merged by size tier (see merge()): once MERGE_AT of
-# them are smaller than a tier's limit, those are merged into one. An object
-# is rewritten about once per tier, and at most MERGE_AT - 1 packs wait below
-# each limit: the pack count stays bounded as a log grows.
+# Packs gitwal keeps are merged by size tier (see merge_tier()): once a tier
+# holds MERGE_AT packs, every pack below its limit is merged into one. At most
+# MERGE_AT - 1 packs wait in each tier: the pack count stays bounded as a log
+# grows, and what a merge rewrites is bounded by its tier's limit.
 MERGE_AT = 32
 MERGE_LIMITS = (1 << 20, 32 << 20)
 
@@ -236,11 +236,16 @@ def read_pack(path: Path) -> list[RawObject]:
 
 
 def merge_tier(sizes: Sequence[int]) -> int | None:
-    """The limit of the smallest tier with :data:`MERGE_AT` packs below it
-    (given the sizes of gitwal's kept packs), or None: nothing to merge."""
+    """The limit of the smallest tier that holds :data:`MERGE_AT` packs of
+    its own size (given the sizes of gitwal's kept packs), or None: nothing
+    to merge. A tier's merge takes every pack below its limit. Counting only
+    a tier's own packs matters: a large pack merged again whenever small ones
+    pile up would be rewritten every MERGE_AT appends (quadratic)."""
+    lower = 0
     for limit in MERGE_LIMITS:
-        if sum(1 for size in sizes if size < limit) >= MERGE_AT:
+        if sum(1 for size in sizes if lower <= size < limit) >= MERGE_AT:
             return limit
+        lower = limit
     return None
 
 
