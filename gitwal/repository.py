@@ -73,6 +73,7 @@ def wal_dir(repo: pygit2.Repository) -> Path:
 
 MAPPED_BYTES = 32 << 20  # pack data libgit2 keeps mapped at once
 WINDOW_BYTES = 8 << 20  # one mapped window of a pack
+OPEN_PACKS = 128  # pack files open at once
 
 
 def bound_memory() -> None:
@@ -87,3 +88,6 @@ def bound_memory() -> None:
     pygit2.settings.enable_caching(False)
     pygit2.settings.mwindow_size = WINDOW_BYTES
     pygit2.settings.mwindow_mapped_limit = MAPPED_BYTES
+    # Packs open at once (libgit2's default: no limit); the least recently
+    # used is closed first. gitwal keeps few packs (tiered merges).
+    pygit2.settings.mwindow_file_limit = OPEN_PACKS

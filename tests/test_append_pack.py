@@ -4,12 +4,15 @@ number stays bounded (docs/format.md, "Packs")."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from gitwal import Wal
 from gitwal.log.packwrite import (
     BLOB,
     KEEP_MESSAGE,
@@ -121,3 +124,24 @@ def test_a_shell_step_packs_what_differs_from_head_not_the_whole_tree(tmp_path: 
     (post,) = rows[-1]["post"]
     assert git(repo, "cat-file", "-p", f"{post}:d0/f3.txt") == "3\n"
     assert git(repo, "cat-file", "-p", f"{post}:d3/new.txt") == "new\n"
+
+
+def test_a_long_lived_process_does_not_keep_merged_packs_open(repo: Path) -> None:
+    """libgit2 keeps every pack it read open, also once a merge deleted it: a
+    process appending for hours (the hook server, a harness) must not run
+    out of file descriptors."""
+    run = Wal(repo).begin(task="long")
+
+    def deleted_packs() -> int:
+        out = 0
+        for fd in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/self/fd/{fd}")
+                out += "/objects/pack/" in target and target.endswith("(deleted)")
+        return out
+
+    for i in range(3 * MERGE_AT):  # two appends a step: several merges
+        run.apply("write_file", path="a.txt", content=f"{i}\n".encode())
+    assert len(_kept(repo)) < MERGE_AT  # merges ran
+    assert deleted_packs() == 0
+    assert run.records()[-1].lsn == 1 + 2 * 3 * MERGE_AT

@@ -125,6 +125,12 @@ def merge_packs(repo: pygit2.Repository, common: Path) -> None:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return
-        merge(objects)
+        merged = merge(objects)
     finally:
         os.close(fd)
+    if merged is not None:
+        # libgit2 keeps every pack it read open (and its index mapped), also
+        # once deleted: a long-lived process (the hook server, a harness)
+        # would hold one more per append. Dropping the repository's database
+        # handles (reopened on the next read) lets the merged-away packs go.
+        repo.free()
