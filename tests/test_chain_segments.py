@@ -113,3 +113,33 @@ def test_only_the_newest_used_segments_are_kept() -> None:
     kept.put(("repo", "r", "new"), [plan])
     assert kept.get(("repo", "r", "1")) is None  # the least recently used went
     assert kept.get(("repo", "r", "0")) == (plan,) and kept.get(("repo", "r", "new"))
+
+
+def test_the_root_plan_is_found_again_by_walking_only_the_new_appends(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hook server checks a run's plan at every call: it must not walk the
+    whole chain each time (the call's cost would grow with the session)."""
+    chain._ROOT_PLANS.clear()
+    ok(repo, "begin", "--run", RUN, "--task", "first")
+    for i in range(6):
+        ok(repo, "apply", "--run", RUN, "write-file", "a.txt", input=f"{i}\n".encode())
+    first = reader(repo)
+    assert first.root_plan(CommitId(git(repo, "rev-parse", REF).strip())).task == "first"
+    for i in range(2):
+        ok(repo, "apply", "--run", RUN, "write-file", "a.txt", input=f"x{i}\n".encode())
+    walked: list[str] = []
+    real = Chain._commit
+
+    def counted(self: Chain, oid: str | pygit2.Oid) -> pygit2.Commit:
+        walked.append(str(oid))
+        return real(self, oid)
+
+    monkeypatch.setattr(Chain, "_commit", counted)
+    head = CommitId(git(repo, "rev-parse", REF).strip())
+    assert reader(repo).root_plan(head).task == "first"
+    assert len(walked) == 4  # the two steps' four appends, then the known one
+    # A run dropped and begun again under the same id has another root.
+    ok(repo, "drop", RUN)
+    ok(repo, "begin", "--run", RUN, "--task", "second")
+    head = CommitId(git(repo, "rev-parse", REF).strip())
+    assert reader(repo).root_plan(head).task == "second"

@@ -164,14 +164,26 @@ class Chain(AppendReader):
 
     def root_plan(self, head: CommitId) -> Plan:
         """The run's plan without decoding the chain: walk the parents to the
-        root (the plan, or the checkpoint a compaction left) and read it."""
+        root (the plan, or the checkpoint a compaction left) and read it.
+
+        The walk stops early at the append where this process last found the
+        plan (a commit id fixes its whole ancestry, so the root is the same):
+        a long-lived process walks only the appends made since."""
+        key = (self.repo.path, self.run)
+        known = _ROOT_PLANS.get(key)
         oid = head
         while True:
+            if known is not None and oid == known[0]:
+                plan = known[1]
+                break
             commit = self._commit(oid)
             parents = commit.parent_ids
             if not parents:
-                return self.plan(self._commit_records(commit)[0])
+                plan = self.plan(self._commit_records(commit)[0])
+                break
             oid = CommitId(str(parents[0]))
+        _ROOT_PLANS[key] = (head, plan)
+        return plan
 
     def _require_head(self) -> CommitId:
         head = self.head()
@@ -320,3 +332,5 @@ class _Segments:
 
 
 _SEGMENTS = _Segments()
+# (repository, run) -> (an append, the run's plan): see Chain.root_plan.
+_ROOT_PLANS: dict[tuple[str, str], tuple[str, Plan]] = {}
