@@ -9,11 +9,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .display import safe
-from .records.model import AGENT_ARG
+from .records.model import agent_tool
 from .redo import quote, redo_command
 
 if TYPE_CHECKING:
-    from .records.model import Intent
     from .report import Outcome, Report
 
 
@@ -21,14 +20,6 @@ def text(value: object) -> str:
     """A string from the log as prompt text: one line, no control characters."""
     return safe(str(value))
 
-
-
-
-def agent_tool(args: dict[str, Any]) -> str | None:
-    """The agent's own tool name (``Edit``, ``Bash``, ...) of an agent's intent."""
-    tag = args.get(AGENT_ARG)
-    tool = tag.get("tool") if isinstance(tag, dict) else None
-    return tool if isinstance(tool, str) and tool else None
 
 
 def _command(args: dict[str, Any]) -> str:
@@ -102,8 +93,7 @@ def render(report: Report) -> str:
         lines.append(f"Checkpoint: LSN {cp.lsn}, commit {text(cp.git[:12])} ({text(cp.ref)}) "
                      "holds every "
                      f"step through LSN {cp.covers}.")
-    if report.committed:
-        last = report.committed[-1]
+    if (last := report.last_step) is not None:
         lines.append(
             f"Committed: {report.committed_total} step(s), the last at LSN {last.lsn} "
             f"({describe(last.tool, last.args, last.target)}). "
@@ -168,7 +158,7 @@ def render(report: Report) -> str:
         action += "."
     elif rest:
         action = f"Action: continue with plan step {rest[0][0]}: {text(rest[0][1])}."
-    elif (done := _last_agent_step(report)) is not None:
+    elif (done := report.last_agent_step) is not None:
         # No plan steps to name the next point: name the last step done, from the log.
         action = (f"Action: continue the task from the step after LSN {done.lsn} "
                   f"({describe(done.tool, done.args, done.target)}), the last one committed "
@@ -181,10 +171,3 @@ def render(report: Report) -> str:
                                                           for i, s in rest[:50])
                      + (f" (and {len(rest) - 50} more)" if len(rest) > 50 else ""))
     return "\n".join(lines)
-
-
-def _last_agent_step(report: Report) -> Intent | None:
-    for intent in reversed(report.committed):
-        if agent_tool(intent.args) is not None:
-            return intent
-    return None

@@ -8,11 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .ids import Lsn
-from .ledger import COMMITTED, fold
-from .records.model import Abort, Checkpoint, Commit, Intent, Plan, Record
+from .records.model import Checkpoint, Intent, Plan
 from .redo import redo_command
-from .worktree.overwrite import found
-from .worktree.tree import Worktree
 
 APPLIED = "applied-missing-commit"
 NOT_APPLIED = "not-applied"
@@ -50,12 +47,23 @@ class Drift:
     actual: str
 
 
+@dataclass(frozen=True, slots=True)
+class Done:
+    """A committed step as a report lists it (small: a report of a long run
+    holds one per committed step, not the intent records)."""
+
+    lsn: Lsn  # the intent
+    tool: str
+    target: tuple[str, ...]
+    step: int | None
+
+
 @dataclass(frozen=True)
 class Report:
     run: str
     plan: Plan
     records: int
-    committed: tuple[Intent, ...]  # committed intents after the newest checkpoint
+    committed: tuple[Done, ...]  # committed intents after the newest checkpoint
     aborted: tuple[Lsn, ...]
     outcomes: tuple[Outcome, ...]
     drift: tuple[Drift, ...]
@@ -68,6 +76,8 @@ class Report:
     # Paths a crash left un-restored after an abort that had restored them
     # (recovery_exec.ExecDecisions._finish_restores), put back now.
     finished_restore: tuple[str, ...] = ()
+    last_step: Intent | None = None  # the newest committed intent
+    last_agent_step: Intent | None = None  # ... that an agent's tool call made
 
     @property
     def in_doubt(self) -> bool:
@@ -149,38 +159,5 @@ class Report:
         if done:
             return [(n, s) for n, s in steps if n not in done]
         return steps[self.committed_total :]
-
-
-def undone_steps(records: list[Record], decided: set[Lsn]) -> tuple[Outcome, ...]:
-    """Intents an earlier recovery aborted after the last committed one (not
-    those it left to another run's change): the resume point must redo them."""
-    intents = {r.lsn: r for r in records if isinstance(r, Intent)}
-    last = max((r.intent for r in records if isinstance(r, Commit)), default=Lsn(0))
-    out = []
-    for r in records:
-        if (isinstance(r, Abort) and r.intent > last and r.intent not in decided
-                and r.intent in intents and r.reason.startswith("recovery:")
-                and "now holds the change" not in r.reason):
-            i = intents[r.intent]
-            out.append(Outcome(i.lsn, i.tool, i.args, i.target, NOT_APPLIED, "aborted",
-                               r.reason.removeprefix("recovery: "), step=i.step))
-    return tuple(out)
-
-
-def summarise(
-    records: list[Record], wt: Worktree
-) -> tuple[tuple[Intent, ...], tuple[Lsn, ...], tuple[Drift, ...]]:
-    """Committed steps, aborted intents, and drift: the paths whose content is
-    not what the committed steps since the newest checkpoint left (ledger.py)."""
-    intents = {r.lsn: r for r in records if isinstance(r, Intent)}
-    committed = tuple(intents[r.intent] for r in records
-                      if isinstance(r, Commit) and r.intent in intents)
-    aborted = tuple(r.intent for r in records if isinstance(r, Abort))
-    drift = []
-    for path, held in sorted(fold(wt, records, COMMITTED).held.items()):
-        have = found(wt, path)
-        if have != held.state:
-            drift.append(Drift(path, held.lsn, held.state, have))
-    return committed, aborted, tuple(drift)
 
 

@@ -3,6 +3,7 @@ recover. Which run is current is kept per worktree inside the git dir."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import shlex
 from collections.abc import Sequence
@@ -212,25 +213,40 @@ class Wal:
     def status(self, run_id: str | None = None) -> Status:
         """Intents after the newest checkpoint (the cost does not grow before it)."""
         store = self._store(run_id)
-        records = store.segment()
-        plan = store.plan(records[0])
-        cp = records[0] if isinstance(records[0], Checkpoint) else None
-        closed = {r.intent: r for r in records if isinstance(r, (Commit, Abort))}
-        intents = [r.lsn for r in records if isinstance(r, Intent)]
-        posts = {r.lsn: r.post for r in records if isinstance(r, Intent)}
+        # One pass over the segment, holding LSNs and the open intents' posts,
+        # not the records: memory stays flat in the run's length.
+        records = store.forward()
+        first = last = next(records)
+        plan = store.plan(first)
+        cp: Checkpoint | None = None
+        committed: list[Lsn] = []
+        aborted: list[Lsn] = []
+        unlogged: list[Lsn] = []
+        missed: list[Lsn] = []
+        posts: dict[Lsn, tuple[str, ...] | None] = {}  # open intent -> predicted post
+        for rec in itertools.chain((first,), records):
+            last = rec
+            if isinstance(rec, Checkpoint):  # the segment starts (again) here
+                cp = rec
+                committed, aborted, unlogged, missed = [], [], [], []
+            elif isinstance(rec, Intent):
+                posts[rec.lsn] = rec.post
+            elif isinstance(rec, Commit):
+                post = posts.pop(rec.intent)
+                committed.append(rec.intent)
+                # A prediction miss: an agent step whose commit recorded what it observed.
+                if post is not None and rec.post != post:
+                    missed.append(rec.intent)
+            elif isinstance(rec, Abort):
+                posts.pop(rec.intent)
+                aborted.append(rec.intent)
+            elif isinstance(rec, Unlogged):
+                unlogged.append(rec.lsn)
         return Status(
-            store.run, plan.task, records[-1].lsn,
-            tuple(i for i in intents if isinstance(closed.get(i), Commit)),
-            tuple(i for i in intents if isinstance(closed.get(i), Abort)),
-            tuple(i for i in intents if i not in closed),
-            Lsn(records[-1].lsn + 1),
-            None if cp is None else cp.lsn,
-            tuple(r.lsn for r in records if isinstance(r, Unlogged)),
-            # A prediction miss: an agent step whose commit recorded what it observed.
-            tuple(i for i in intents if isinstance(c := closed.get(i), Commit)
-                  and posts[i] is not None and c.post != posts[i]),
-            records[-1].lsn if isinstance(records[-1], Seal) else None,
-            plan.worktree,
+            store.run, plan.task, last.lsn, tuple(sorted(committed)), tuple(sorted(aborted)),
+            tuple(sorted(posts)), Lsn(last.lsn + 1), None if cp is None else cp.lsn,
+            tuple(unlogged), tuple(sorted(missed)),
+            last.lsn if isinstance(last, Seal) else None, plan.worktree,
         )
 
     def history(self, run_id: str | None = None) -> list[tuple[Record, bytes]]:

@@ -18,7 +18,7 @@ from gitwal.log import chain
 from gitwal.log.chain import Chain
 from gitwal.records.model import Checkpoint, Plan, Record
 
-from .conftest import git, ok
+from .conftest import git, ok, wal
 
 RUN = "r1"
 REF = f"refs/wal/{RUN}"
@@ -143,3 +143,58 @@ def test_the_root_plan_is_found_again_by_walking_only_the_new_appends(
     ok(repo, "begin", "--run", RUN, "--task", "second")
     head = CommitId(git(repo, "rev-parse", REF).strip())
     assert reader(repo).root_plan(head).task == "second"
+
+
+# -- forward: the segment streamed, for one-shot readers (status, recover) -----------
+
+
+def forward(repo: Path) -> list[Record]:
+    chain._SEGMENTS.clear()
+    return list(reader(repo).forward())
+
+
+def reword_head(repo: Path, message: str) -> None:
+    """Give the head append another commit message (written outside gitwal)."""
+    tree = git(repo, "rev-parse", f"{REF}^{{tree}}").strip()
+    forged = subprocess.run(["git", "commit-tree", tree, "-p", f"{REF}~1", "-m", message],
+                            cwd=repo, env=os.environ, check=True, capture_output=True,
+                            text=True).stdout.strip()
+    git(repo, "update-ref", REF, forged)
+
+
+def test_forward_streams_the_segment_a_walk_reads(repo: Path) -> None:
+    ok(repo, "begin", "--run", RUN, "--task", "t")
+    ok(repo, "apply", "ensure-line", "a.txt", "one")
+    assert forward(repo) == from_scratch(repo) and len(forward(repo)) == 3
+    ok(repo, "checkpoint")
+    ok(repo, "apply", "ensure-line", "a.txt", "two")
+    ok(repo, "apply", "ensure-line", "a.txt", "three")
+    records = forward(repo)
+    assert isinstance(records[0], Checkpoint) and records == from_scratch(repo)
+
+
+def test_a_checkpoint_the_messages_do_not_name_is_read_past_and_still_starts_it(
+        repo: Path) -> None:
+    ok(repo, "begin", "--run", RUN, "--task", "t")
+    ok(repo, "apply", "ensure-line", "a.txt", "one")
+    ok(repo, "checkpoint")
+    reword_head(repo, "wal 4 something else")  # the checkpoint's append
+    ok(repo, "apply", "ensure-line", "a.txt", "two")
+    records = forward(repo)
+    assert isinstance(records[0], Plan) and isinstance(records[3], Checkpoint)
+    status = json.loads(ok(repo, "status", "--json"))
+    report = json.loads(ok(repo, "recover", "--json"))
+    # Readers start the segment over at the checkpoint, as a walk would.
+    assert status["checkpoint"] == 4 and status["committed"] == [5]
+    assert report["checkpoint"]["lsn"] == 4 and [c["lsn"] for c in report["committed"]] == [5]
+
+
+def test_a_message_naming_a_checkpoint_that_is_not_there_is_refused(repo: Path) -> None:
+    ok(repo, "begin", "--run", RUN, "--task", "t")
+    ok(repo, "apply", "ensure-line", "a.txt", "one")  # head: the commit, LSN 3
+    reword_head(repo, "wal 3 checkpoint 0123456789ab covers 2")
+    with pytest.raises(CorruptLog, match="does not start with a plan or checkpoint"):
+        forward(repo)
+    for command in ("status", "recover"):
+        out = wal(repo, command)
+        assert out.returncode != 0 and "error:" in out.stderr and "Traceback" not in out.stderr

@@ -12,7 +12,7 @@ from gitwal.ids import Lsn, RunId
 from gitwal.prompt import render
 from gitwal.records.model import Intent, Plan
 from gitwal.redo import redo_command
-from gitwal.report import Outcome, Report
+from gitwal.report import Done, Outcome, Report
 
 from .conftest import ok, wal
 
@@ -50,7 +50,11 @@ def intent(lsn: int, path: str, tool: str | None = "Edit") -> Intent:
 
 def report(committed: list[Intent], outcomes: list[Outcome], records: int,
            plan: Plan = PLAN) -> Report:
-    return Report(str(RUN), plan, records, tuple(committed), (), tuple(outcomes), (), False)
+    done = tuple(Done(i.lsn, i.tool, i.target, i.step) for i in committed)
+    agent = [i for i in committed if "agent" in i.args]
+    return Report(str(RUN), plan, records, done, (), tuple(outcomes), (), False,
+                  last_step=committed[-1] if committed else None,
+                  last_agent_step=agent[-1] if agent else None)
 
 
 def not_applied(i: Intent) -> Outcome:

@@ -97,43 +97,60 @@ class AppendReader:
 
     def _commit_raw(self, commit: pygit2.Commit) -> list[tuple[Record, bytes]]:
         """(record, its canonical bytes) for every record blob of one append."""
+        return self._tree_raw(str(commit.id), commit.tree_id)
+
+    def _tree_raw(self, commit: str, tree_id: pygit2.Oid) -> list[tuple[Record, bytes]]:
+        """The records of the append ``commit`` whose tree is ``tree_id``.
+
+        Read from the raw tree (``<mode> <name>\\0<20-byte id>`` entries, sorted
+        by name): no object wrappers, one database read per record blob."""
+        odb = self.repo.odb
         try:
-            tree = commit.tree
-        except (KeyError, pygit2.GitError):
-            raise CorruptLog(f"log {self.ref_name}: commit {str(commit.id)[:12]}: its tree "
-                             "is missing", repair_hint(self.run)) from None
+            kind, data = odb.read(tree_id)
+        except (KeyError, ValueError, pygit2.GitError):
+            kind, data = None, b""
+        if kind != pygit2.enums.ObjectType.TREE:
+            raise CorruptLog(f"log {self.ref_name}: commit {commit[:12]}: its tree "
+                             "is missing", repair_hint(self.run))
         batch: list[tuple[Record, bytes]] = []
-        for entry in tree:
-            name = entry.name or ""
+        pos, end = 0, len(data)
+        while pos < end:
+            space = data.find(b" ", pos)
+            nul = data.find(b"\0", space)
+            if space < 0 or nul < 0 or nul + 21 > end:
+                raise self._corrupt(commit, "its tree cannot be parsed")
+            name = data[space + 1 : nul]
+            oid = data[nul + 1 : nul + 21]
+            pos = nul + 21
             # Entries sort by name: every record blob comes before obj-*.
             if not name[:1].isdigit():
                 break
-            if len(name) != RECORD_NAME_LEN or not name.endswith(".json") or not (
-                    digits := name[:LSN_DIGITS]).isdigit() or not digits.isascii():
+            digits = name[:LSN_DIGITS]
+            if len(name) != RECORD_NAME_LEN or not name.endswith(b".json") or not (
+                    digits.isdigit()):
                 continue
             lsn = int(digits)
             try:
-                # The entry itself reads the blob (one lookup, not two); a
-                # missing object or one that is not a blob raises.
-                data = entry.data if isinstance(entry, pygit2.Blob) else None
+                kind, blob = odb.read(pygit2.Oid(raw=oid))
             except (KeyError, ValueError, pygit2.GitError):
-                data = None
-            if data is None:
+                kind, blob = None, b""
+            if kind != pygit2.enums.ObjectType.BLOB:
                 raise CorruptLog(f"{self._where(commit, lsn)}: record blob is missing or "
                                  "not a blob", repair_hint(self.run))
-            rec = decode(data, self._where(commit, lsn))
+            rec = decode(blob, self._where(commit, lsn))
             if rec.lsn != lsn or rec.run != self.run:
                 raise CorruptLog(
                     f"{self._where(commit, lsn)}: record names LSN {rec.lsn} of run {rec.run!r}",
                     "a foreign record was placed in this log; it is not trusted",
                 )
-            batch.append((rec, data))
+            batch.append((rec, blob))
         if not batch:
-            raise self._corrupt(str(commit.id), "the append commit holds no record")
+            raise self._corrupt(commit, "the append commit holds no record")
         return batch
 
-    def _where(self, commit: pygit2.Commit, lsn: int) -> str:
-        return f"{self.ref_name} LSN {lsn} (commit {str(commit.id)[:12]})"
+    def _where(self, commit: pygit2.Commit | str, lsn: int) -> str:
+        oid = commit if isinstance(commit, str) else str(commit.id)
+        return f"{self.ref_name} LSN {lsn} (commit {oid[:12]})"
 
     def _corrupt(self, oid: str, why: str) -> CorruptLog:
         return CorruptLog(

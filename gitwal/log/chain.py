@@ -8,6 +8,7 @@ writer of ``refs/wal/*``.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 
@@ -20,6 +21,8 @@ from ..records.model import Abort, Checkpoint, Commit, Intent, Plan, Record, typ
 from .appends import UNTRUSTED, AppendReader
 
 SEGMENTS_KEPT = 16  # segments a process keeps (see _Segments)
+# The message of an append whose last record is a checkpoint (records.model.summary).
+_CHECKPOINT_MESSAGE = re.compile(rb"wal [0-9]+ checkpoint ")
 
 
 class Chain(AppendReader):
@@ -63,16 +66,47 @@ class Chain(AppendReader):
         self.check_named(self._commit(head))
         ids = self._ids_newest_first(head)
         check = ChainCheck(self.ref_name)
-        for end in range(len(ids), 0, -20):
-            commit = self._commit(pygit2.Oid(raw=bytes(ids[end - 20 : end])))
-            for rec, data in self._commit_raw(commit):
+        for end in range(len(ids), 0, -40):
+            commit = ids[end - 40 : end - 20].hex()
+            for rec, data in self._tree_raw(commit, pygit2.Oid(raw=bytes(ids[end - 20 : end]))):
                 check(rec)
                 yield rec, data
 
-    def _ids_newest_first(self, head: CommitId) -> bytearray:
-        """The raw ids of every append from ``head`` back to the root (20
-        bytes each, newest first: 2 MB for 100,000 appends), read from the
-        raw commits; a missing commit or a second parent raises as in a walk."""
+    def forward(self, head: CommitId | None = None) -> Iterator[Record]:
+        """The records of :meth:`segment`, oldest first, one at a time: memory
+        holds the appends' ids, not the records (one-shot readers of long
+        runs: `status`, `recover`). Checked as :meth:`stream` checks.
+
+        The walk back stops at the append whose commit message names a
+        checkpoint (store.py writes it). The message is a hint only: an
+        append it names must hold a checkpoint (else :class:`CorruptLog`: a
+        segment must start with one), and a checkpoint it fails to name is
+        read past, so readers treat a checkpoint met mid-stream as the start
+        of the segment (as :class:`~gitwal.ledger.Fold` does)."""
+        head = self._require_head() if head is None else head
+        self.check_named(self._commit(head))
+        kept = _SEGMENTS.get((self.repo.path, self.run, head))
+        if kept is not None:  # read before by this process (and validated)
+            yield from kept
+            return
+        ids = self._ids_newest_first(head, to_checkpoint=True)
+        check = ChainCheck(self.ref_name)
+        for end in range(len(ids), 0, -40):
+            batch = self._tree_raw(ids[end - 40 : end - 20].hex(),
+                                   pygit2.Oid(raw=bytes(ids[end - 20 : end])))
+            if end == len(ids):
+                cps = [i for i, (r, _) in enumerate(batch) if isinstance(r, Checkpoint)]
+                batch = batch[cps[-1] :] if cps else batch
+            for rec, _data in batch:
+                check(rec)
+                yield rec
+
+    def _ids_newest_first(self, head: CommitId, to_checkpoint: bool = False) -> bytearray:
+        """The raw ids of every append from ``head`` back to the root (or, with
+        ``to_checkpoint``, to the append whose message names a checkpoint),
+        each commit id followed by its tree id (40 bytes per append, newest
+        first: 4 MB for 100,000 appends), read from the raw commits; a missing
+        commit or a second parent raises as in a walk."""
         ids = bytearray()
         odb = self.repo.odb
         oid: str | None = head
@@ -82,9 +116,13 @@ class Chain(AppendReader):
             except (KeyError, ValueError, pygit2.GitError):
                 self._commit(oid)  # raises, naming the missing commit
                 raise
-            if kind != pygit2.enums.ObjectType.COMMIT:
+            if kind != pygit2.enums.ObjectType.COMMIT or not data.startswith(b"tree "):
                 self._commit(oid)  # raises: not a commit
+                raise self._corrupt(oid, "the append commit cannot be parsed")
             ids += bytes.fromhex(oid)
+            ids += bytes.fromhex(data[5:45].decode())
+            if to_checkpoint and _CHECKPOINT_MESSAGE.match(data, data.find(b"\n\n") + 2):
+                break
             # "tree <hex>\n" then zero or more "parent <hex>\n" lines.
             parents = data[46:].split(b"\nauthor ", 1)[0]
             if parents.count(b"parent ") > 1:

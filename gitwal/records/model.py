@@ -178,6 +178,13 @@ def agent_tag(intent: Intent) -> dict[str, Any] | None:
     return tag if isinstance(tag, dict) else None
 
 
+def agent_tool(args: dict[str, Any]) -> str | None:
+    """The agent's own tool name (``Edit``, ``Bash``, ...) of an agent's intent."""
+    tag = args.get(AGENT_ARG)
+    tool = tag.get("tool") if isinstance(tag, dict) else None
+    return tool if isinstance(tool, str) and tool else None
+
+
 def is_miss(intent: Intent, commit: Commit) -> bool:
     """A commit that recorded a post other than the predicted one (agent steps only)."""
     return intent.post is not None and commit.post != intent.post

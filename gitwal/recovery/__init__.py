@@ -1,5 +1,6 @@
 """Recovery: for every open intent, did it land, and what must be repaired.
 
+scan.py    one pass over the segment: what recovery reads of it (no records held)
 decide.py  the decision table and the recovery pass (docs/recovery.md)
 files.py   the decisions for file tools
 shell.py   the decisions for shell steps

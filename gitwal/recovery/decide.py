@@ -33,19 +33,11 @@ from ..log.authorship import foreign_command, written_here
 from ..log.chain import Chain
 from ..log.store import Ref, Store, list_runs
 from ..records.codec import to_dict
-from ..records.model import Abort, Checkpoint, Commit, Intent, Record, agent_tag
-from ..report import (
-    APPLIED,
-    IN_DOUBT,
-    NOT_APPLIED,
-    Drift,
-    Outcome,
-    Report,
-    summarise,
-    undone_steps,
-)
+from ..records.model import Abort, Intent, Record, agent_tag
+from ..report import APPLIED, IN_DOUBT, NOT_APPLIED, Drift, Outcome, Report
 from ..worktree.tree import Worktree
 from .files import FileDecisions
+from .scan import Scan
 from .shell import ExecDecisions
 
 
@@ -72,18 +64,13 @@ class Recovery(ExecDecisions, FileDecisions):
 
     def run(self, dry_run: bool = False) -> Report:
         cleared = False if dry_run else self.store.clear_stale_ref_lock()
-        records = self.store.segment()
+        # One pass over the segment (scan.py): the records are not held.
         self.head = self.store.head()
-        self.next_lsn = Lsn(records[-1].lsn + 1)
-        plan = self.store.plan(records[0])
-        intents: dict[Lsn, Intent] = {}
-        closed: set[Lsn] = set()
-        for rec in records:
-            if isinstance(rec, Intent):
-                intents[rec.lsn] = rec
-            elif isinstance(rec, (Commit, Abort)):
-                closed.add(rec.intent)
-        open_intents = [i for lsn, i in intents.items() if lsn not in closed]
+        records = self.store.forward(self.head)
+        scan = Scan(self.wt, next(records)).feed(records)
+        self.next_lsn = Lsn(scan.last.lsn + 1)
+        plan = self.store.plan(scan.first)
+        open_intents = scan.open_intents()
         running = {i.lsn: path for i in open_intents if i.tool == "exec"
                    and (path := self.store.command_running(i.lsn)) is not None}
         if running and not dry_run:
@@ -101,7 +88,7 @@ class Recovery(ExecDecisions, FileDecisions):
         removed: list[str] = []
         finished: tuple[str, ...] = ()
         if not dry_run:
-            finished, cleared_temps = self._finish_restores(records)
+            finished, cleared_temps = self._finish_restores(scan.trailing_restores())
             removed.extend(cleared_temps)
         for intent in open_intents:
             # -- log trust (docs/security.md): a step whose command this clone
@@ -120,17 +107,16 @@ class Recovery(ExecDecisions, FileDecisions):
             outcomes.append(outcome)
             if intent.tool == "exec" and not dry_run and not outcome.open:
                 self.store.clear_command_lock(intent.lsn)
-        # Under the run lock nobody else appends: the log is what we read plus
-        # what we added (no second walk of the chain).
-        after = records + self.appended
-        committed, aborted, drift = summarise(after, self.wt)
-        cp = after[0] if isinstance(after[0], Checkpoint) else None
+        # Under the run lock nobody else appends: the log is what was read
+        # plus what this recovery added (no second walk of the chain).
+        scan.feed(self.appended)
         return Report(
-            run=self.store.run, plan=plan, records=after[-1].lsn, committed=committed,
-            aborted=aborted, outcomes=tuple(outcomes), drift=drift,
-            cleared_lock=cleared, removed_temp=tuple(removed), checkpoint=cp,
-            finished_restore=finished,
-            undone=undone_steps(after, {o.lsn for o in outcomes}),
+            run=self.store.run, plan=plan, records=scan.last.lsn,
+            committed=tuple(scan.committed), aborted=tuple(scan.aborted),
+            outcomes=tuple(outcomes), drift=scan.drift(), cleared_lock=cleared,
+            removed_temp=tuple(removed), checkpoint=scan.checkpoint,
+            finished_restore=finished, undone=scan.undone({o.lsn for o in outcomes}),
+            last_step=scan.last_step, last_agent_step=scan.last_agent_step,
         )
 
     def _clear_temps(self, intent: Intent) -> list[str]:
@@ -191,11 +177,11 @@ class Recovery(ExecDecisions, FileDecisions):
                 if rid == self.store.run:
                     continue
                 try:
-                    records = Chain(self.store.repo, rid).segment()
+                    for path, held in changes(self.wt, Chain(self.store.repo, rid).forward(),
+                                              Rules(lenient=True)):
+                        self._others[(path, held.state)] = f"by run {rid} at LSN {held.lsn}"
                 except WalError:
                     continue
-                for path, held in changes(self.wt, records, Rules(lenient=True)):
-                    self._others[(path, held.state)] = f"by run {rid} at LSN {held.lsn}"
         return self._others
 
     def _refuse_own_call(self, open_intents: list[Intent]) -> None:
@@ -219,5 +205,4 @@ class Recovery(ExecDecisions, FileDecisions):
 
 
 
-__all__ = ["Drift", "Outcome", "Recovery", "Report", "summarise",
-           "to_dict"]
+__all__ = ["Drift", "Outcome", "Recovery", "Report", "to_dict"]

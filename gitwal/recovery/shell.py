@@ -8,9 +8,9 @@ from __future__ import annotations
 import pygit2
 
 from ..effects import run_check, run_command
-from ..ids import Lsn, TreeId
+from ..ids import TreeId
 from ..log.store import Ref
-from ..records.model import REPLAY_SAFE, Abort, Commit, Intent, Record, agent_tag
+from ..records.model import REPLAY_SAFE, Abort, Commit, Intent, agent_tag
 from ..report import IN_DOUBT, NOT_APPLIED, Outcome
 from ..worktree.overwrite import bring_back_tree, describe, found, restore_plan, restore_tree
 from ..worktree.snapshot import tree_state, watched_paths
@@ -20,29 +20,21 @@ from .host import DecisionHost
 class ExecDecisions(DecisionHost):
     """Mixed into :class:`gitwal.recovery.decide.Recovery` (see host.py)."""
 
-    def _finish_restores(self, records: list[Record]
+    def _finish_restores(self, trailing: list[tuple[Abort, Intent]]
                          ) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """Finish a shell step's restore that a crash cut short.
 
-        The abort of a restored exec step is durable before its paths are put
+        The abort of a restored exec is durable before its paths are put
         back (it keeps the snapshot they held), so a kill mid-restore leaves
         the abort as the log's last word and some paths still as the command
         left them. Those still holding exactly the saved snapshot's state are
         put back now; any other content is not gitwal's and stays. Only the
-        trailing aborts are finished: after a later intent the tree is the
-        agent's again. Returns (paths put back, paths whose temp files the
-        killed restore left were removed)."""
-        last_intent = max((r.lsn for r in records if isinstance(r, Intent)), default=Lsn(0))
-        intents = {r.lsn: r for r in records if isinstance(r, Intent)}
+        trailing aborts are finished (``trailing``: scan.Scan.trailing_restores):
+        after a later intent the tree is the agent's again. Returns (paths
+        put back, paths whose temp files the killed restore left were removed)."""
         done: list[str] = []
         cleared: list[str] = []
-        for rec in records:
-            if not (isinstance(rec, Abort) and rec.lsn > last_intent and rec.restored
-                    and rec.saved and rec.saved[0][0] == "."):
-                continue
-            intent = intents.get(rec.intent)
-            if intent is None or intent.tool != "exec":
-                continue
+        for rec, intent in trailing:
             cleared += [p for p in rec.restored if self.wt.clear_temp(p, f"r{intent.lsn}")]
             pre = TreeId(intent.pre[0])
             saved = TreeId(rec.saved[0][1])
