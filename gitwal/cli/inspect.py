@@ -35,7 +35,7 @@ def log_rows(records: Iterable[tuple[Record, bytes]]) -> Iterator[dict[str, Any]
     an intent gains `status` and collapses one-element lists. An intent's
     status is known at its closing record, so rows are held from the oldest
     open intent on and let go, in order, once it closes (memory: the records
-    since the oldest open intent, normally one or two, and their closings).
+    since the oldest open intent, normally one or two).
     """
     held: deque[tuple[Record, bytes]] = deque()
     closed: dict[int, Commit | Abort] = {}
@@ -49,8 +49,6 @@ def log_rows(records: Iterable[tuple[Record, bytes]]) -> Iterator[dict[str, Any]
         while held and (not isinstance(held[0][0], Intent) or held[0][0].lsn in closed):
             first, first_raw = held.popleft()
             yield _row(first, first_raw, closed)
-            # Its row is out: the closing is not needed again (memory stays flat).
-            closed.pop(first.lsn, None)
     for rec, raw in held:
         yield _row(rec, raw, closed)
 
