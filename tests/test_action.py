@@ -119,6 +119,9 @@ def test_action_verifies_the_remote_logs_and_fails_on_a_tampered_one(tmp_path: P
     failure = suite.find("testcase/failure")
     assert failure is not None and failure.text is not None
     assert f"{run} LSN 5: intent: commit LSN 5 records notes.txt" in failure.text
+    # The failure as a GitHub annotation too, naming the run and the LSN.
+    assert f"::error title=gitwal verify::run {run}: " in proc.stdout
+    assert f"{run} LSN 5: intent: commit LSN 5 records notes.txt" in proc.stdout
     assert "gitwal verify: 1 run(s), 1 failed (exit 1)" in (
         tmp_path / "runner" / "summary").read_text()
     assert (tmp_path / "runner" / "output").read_text().splitlines()[-1] == "ok=false"
@@ -165,16 +168,66 @@ def test_action_installs_gitwal_from_its_own_checkout(tmp_path: Path) -> None:
     assert (venv / "bin" / "git-wal").exists()
     [case] = _junit(report).findall("testcase")
     assert case.get("name") == run
+    assert "reusing the install" not in proc.stdout
+    # A second job with the install restored (the cache step): not reinstalled.
+    proc, report = _run_action(tmp_path, origin, env, action_path=action)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert "gitwal: reusing the install" in proc.stdout
+    # Another gitwal in the action's checkout: the stamp differs, reinstalled.
+    with (action / "gitwal" / "version.py").open("a") as f:
+        f.write("# changed\n")
+    proc, report = _run_action(tmp_path, origin, env, action_path=action)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert "reusing the install" not in proc.stdout
+
+
+def test_action_fails_when_the_remote_holds_no_log_unless_allowed(tmp_path: Path) -> None:
+    origin = tmp_path / "origin.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
+    agent = init_repo(tmp_path / "agent")
+    git(agent, "remote", "add", "origin", origin.as_uri())
+    ok(agent, "begin", "--task", "never pushed")
+    git(agent, "push", "-q", "origin", "HEAD:main")  # the branch, not the log
+    proc, report = _run_action(tmp_path, origin, {"INPUT_VERSION": "installed"})
+    assert proc.returncode == 1, proc.stderr + proc.stdout
+    assert "::error title=gitwal verify::no gitwal run log on origin" in proc.stdout
+    assert not report.exists()
+    assert (tmp_path / "runner" / "output").read_text().splitlines()[-1] == "ok=false"
+    proc, _ = _run_action(tmp_path, origin, {"INPUT_VERSION": "installed",
+                                             "INPUT_ALLOW_EMPTY": "true"})
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert "::notice title=gitwal verify::no gitwal run log on origin" in proc.stdout
+
+
+def test_action_refuses_a_python_older_than_gitwal_needs(tmp_path: Path) -> None:
+    origin, _agent, _run = _agent_pushes_a_run(tmp_path)
+    old = tmp_path / "old-python"
+    old.mkdir()
+    # A python3 that is 3.10 as far as the version check can tell.
+    (old / "python3").write_text("#!/bin/sh\n"
+                                 "[ \"$1\" = -V ] && { echo 'Python 3.10.12'; exit 0; }\n"
+                                 "exit 1\n")
+    (old / "python3").chmod(0o755)
+    proc, _ = _run_action(tmp_path, origin, {"INPUT_VERSION": "",
+                                             "PATH": f"{old}:/usr/bin:/bin"})
+    assert proc.returncode == 1, proc.stderr + proc.stdout
+    assert ("::error title=gitwal verify::gitwal needs Python 3.11 or newer; found "
+            "Python 3.10.12") in proc.stdout
 
 
 def test_action_yml_hands_every_input_to_the_script() -> None:
     text = (ROOT / "action.yml").read_text()
     inputs_block = text[text.index("\ninputs:\n"):text.index("\noutputs:\n")]
     names = re.findall(r"^  ([a-z-]+):$", inputs_block, re.M)
-    assert names == ["version", "args", "allowed-signers", "remote", "report", "pip-args"]
+    assert names == ["version", "args", "allowed-signers", "remote", "report", "pip-args",
+                     "allow-empty", "python-version", "cache"]
     script = (ROOT / ".ci" / "action-verify.sh").read_text()
+    steps_only = {"python-version", "cache"}  # used by the action's own steps
     for name in names:
         var = "INPUT_" + name.upper().replace("-", "_")
+        if name in steps_only:
+            assert f"inputs.{name}" in text[text.index("\nruns:\n"):]
+            continue
         assert f"{var}: ${{{{ inputs.{name} }}}}" in text
         assert var in script
     assert 'run: bash "$GITHUB_ACTION_PATH/.ci/action-verify.sh"' in text
