@@ -22,9 +22,22 @@ def hooks() -> None:
 
 def _show(changes: list[githooks.HookChange], as_json: bool) -> None:
     if as_json:
-        emit_json([{"hook": c.hook, "action": c.action} for c in changes])
-    else:
-        for c in changes:
+        emit_json([{"hook": c.hook, "action": c.action, "manager": c.manager,
+                    "config": c.config, "entry": c.entry, "why": c.why} for c in changes])
+        return
+    for c in changes:
+        if c.action == "add-to-manager":
+            click.echo(f"{c.hook}: run by {c.manager}; gitwal wrote nothing. Add to "
+                       f"{c.config}:\n" + "\n".join("    " + ln for ln in
+                                                    (c.entry or "").splitlines()))
+        elif c.action == "via-manager":
+            click.echo(f"{c.hook}: run by {c.manager} ({c.config} runs gitwal's hook)")
+        elif c.action in ("unavailable", "overwritten"):
+            click.echo(f"{c.hook}: {c.action}: {c.why}")
+            if c.entry:
+                click.echo(f"  add to {c.config}:\n" + "\n".join(
+                    "    " + ln for ln in c.entry.splitlines()))
+        else:
             click.echo(f"{c.hook}: {c.action}")
 
 
@@ -42,6 +55,33 @@ def install(as_json: bool) -> None:
 def uninstall(as_json: bool) -> None:
     """Remove gitwal's hooks and restore the ones they chained to."""
     _show(githooks.uninstall(Path(".")), as_json)
+
+
+@hooks.command()
+@JSON
+@handled
+def status(as_json: bool) -> None:
+    """Show what runs each of gitwal's hooks here: gitwal's own script, a
+    hook manager (husky, lefthook, pre-commit), or nothing; exit 1 when one
+    is missing, overwritten, or waits for its entry in the manager's file
+    (a hook the manager cannot run at all is reported, not an error)."""
+    states = githooks.status(Path("."))
+    _show(states, as_json)
+    if any(c.action not in ("installed", "chained", "via-manager", "unavailable")
+           for c in states):
+        sys.exit(1)
+
+
+@hooks.command(context_settings={"ignore_unknown_options": True})
+@click.argument("hook", type=click.Choice(githooks.ALL_HOOKS))
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@handled
+def run(hook: str, args: tuple[str, ...]) -> None:
+    """Run gitwal's git hook HOOK with ARGS and this stdin: the entry a hook
+    manager's configuration calls (`git wal hooks install` prints it)."""
+    import os  # exec: the hook's exit status is this command's
+
+    os.execvp("sh", ["sh", str(githooks.script_path(hook)), *args])
 
 
 @hooks.command()

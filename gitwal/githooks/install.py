@@ -9,6 +9,11 @@ A working repository gets ``pre-commit`` and ``reference-transaction``; a bare
 one (a server) gets ``pre-receive`` only: no commit is made there, and the
 reference-transaction hook would refuse the compaction pushes pre-receive
 lets through (and report every refused push a second time).
+
+Where a hook manager (managers.py) runs a hook, or the hooks directory is
+generated or tracked, gitwal writes nothing there: it reports the entry to
+add to the manager's configuration instead (action ``add-to-manager``, or
+``via-manager`` once it is there), which runs ``git wal hooks run <hook>``.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from ..durable import atomic_write, makedirs_durable
 from ..errors import WalError
 from ..repository import open_repository
 from ..signing.appends import signature_problems
+from .managers import Manager, detect
 
 HOOKS = ("pre-commit", "reference-transaction")  # a working repository's
 SERVER_HOOKS = ("pre-receive",)  # a bare repository's
@@ -35,7 +41,13 @@ CHAINED = ".gitwal-chained"
 @dataclass(frozen=True)
 class HookChange:
     hook: str
-    action: str  # installed | updated | chained | removed | restored | absent
+    # installed | updated | chained | removed | restored | absent, or, where a
+    # manager runs the hook: add-to-manager | via-manager | unavailable
+    action: str
+    manager: str | None = None
+    config: str | None = None  # the manager's file to edit
+    entry: str | None = None  # what to add there
+    why: str | None = None  # unavailable: why gitwal cannot install it here
 
 
 def hooks_dir(cwd: Path) -> Path:
@@ -54,6 +66,12 @@ def is_bare(cwd: Path) -> bool:
     return proc.stdout.strip() == "true"
 
 
+def script_path(name: str) -> Path:
+    """The file of gitwal's hook ``name`` as installed with the package."""
+    with resources.as_file(resources.files("gitwal._hooks").joinpath("git", name)) as p:
+        return Path(p)
+
+
 def script(name: str) -> bytes:
     """The bytes of gitwal's hook ``name`` (one of ALL_HOOKS), as shipped."""
     return resources.files("gitwal._hooks").joinpath("git", name).read_bytes()
@@ -65,8 +83,12 @@ def install(cwd: Path) -> list[HookChange]:
     if not d.is_dir():
         makedirs_durable(d)
     bare = is_bare(cwd)
+    manager = None if bare else detect(toplevel(cwd), d)
     changes = []
     for name in SERVER_HOOKS if bare else HOOKS:
+        if manager is not None and (name in manager.manages or name in manager.unavailable):
+            changes.append(_managed(cwd, manager, name))
+            continue
         path = d / name
         chained = d / (name + CHAINED)
         action = "installed"
@@ -87,6 +109,61 @@ def install(cwd: Path) -> list[HookChange]:
         # An earlier install put the working-repository hooks here.
         changes += [c for c in _remove(d, HOOKS) if c.action != "absent"]
     return changes
+
+
+def _managed(cwd: Path, manager: Manager, name: str) -> HookChange:
+    if name in manager.unavailable:
+        return HookChange(name, "unavailable", manager.name, why=manager.unavailable[name])
+    wired = manager.wired(toplevel(cwd), name)
+    return HookChange(name, "via-manager" if wired else "add-to-manager", manager.name,
+                      manager.config_of(name), manager.entry(name))
+
+
+def toplevel(cwd: Path) -> Path:
+    proc = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=cwd,
+                          capture_output=True, text=True)
+    return Path(proc.stdout.strip()) if proc.returncode == 0 else cwd.resolve()
+
+
+def status(cwd: Path) -> list[HookChange]:
+    """What runs each of gitwal's hooks here, as :func:`install` would leave it;
+    ``action`` is one of installed | chained | via-manager | add-to-manager |
+    unavailable | missing | foreign (another script there, gitwal's not run) |
+    overwritten (a manager renamed gitwal's script away: ``why`` names it)."""
+    d = hooks_dir(cwd)
+    bare = is_bare(cwd)
+    manager = None if bare else detect(toplevel(cwd), d)
+    out = []
+    for name in SERVER_HOOKS if bare else HOOKS:
+        if manager is not None and (name in manager.manages or name in manager.unavailable):
+            change = _managed(cwd, manager, name)
+            moved = _renamed_away(d, name)
+            if change.action == "add-to-manager" and moved:
+                change = HookChange(name, "overwritten", change.manager, change.config,
+                                    change.entry, f"gitwal's script was renamed to {moved} "
+                                    f"by {manager.name}, which does not run it")
+            out.append(change)
+            continue
+        path = d / name
+        text = path.read_bytes() if path.is_file() else b""
+        if MARK in text:
+            chained = (d / (name + CHAINED)).exists()
+            out.append(HookChange(name, "chained" if chained else "installed"))
+        elif moved := _renamed_away(d, name):
+            out.append(HookChange(name, "overwritten", why=f"gitwal's script was renamed to "
+                                  f"{moved}, which git does not run"))
+        else:
+            out.append(HookChange(name, "foreign" if text else "missing"))
+    return out
+
+
+def _renamed_away(d: Path, name: str) -> str | None:
+    """gitwal's script, renamed by a manager that took the hook's place."""
+    for suffix in (".old", ".legacy"):
+        moved = d / (name + suffix)
+        if moved.is_file() and MARK in moved.read_bytes():
+            return moved.name
+    return None
 
 
 def uninstall(cwd: Path) -> list[HookChange]:
