@@ -140,7 +140,12 @@ def _unicode_message(e: UnicodeError) -> str:
 
 
 def emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, sort_keys=True, ensure_ascii=False))
+    # Written as it is encoded: no copy of the whole document in memory (a
+    # long run's report lists every committed step).
+    out = click.get_text_stream("stdout")
+    json.dump(data, out, sort_keys=True, ensure_ascii=False)
+    out.write("\n")
+    out.flush()
 
 
 class WalGroup(LazyGroup):

@@ -29,6 +29,7 @@ class Scan:
         self.last = first
         self.fold = Fold(wt, Ledger.start(wt.repo, first, COMMITTED))
         self.checkpoint: Checkpoint | None = None
+        self._targets: dict[tuple[str, ...], tuple[str, ...]] = {}
         self._fed = False
         self._restart()
         self._one(first)
@@ -63,7 +64,10 @@ class Scan:
         elif isinstance(rec, Commit):
             intent = self.fold.open.get(rec.intent)
             if intent is not None:
-                self.committed.append(Done(intent.lsn, sys.intern(intent.tool), intent.target,
+                # Targets repeat (a session edits the same files again and
+                # again): one tuple per distinct target, not per step.
+                target = self._targets.setdefault(intent.target, intent.target)
+                self.committed.append(Done(intent.lsn, sys.intern(intent.tool), target,
                                            intent.step))
                 self.last_step = intent
                 if agent_tool(intent.args) is not None:
