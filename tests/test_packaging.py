@@ -35,7 +35,7 @@ def test_the_wheel_holds_every_hook_and_an_installed_gitwal_uses_them(tmp_path: 
     # Build from a copy: an in-tree build would leave build/ and *.egg-info here.
     src = tmp_path / "src"
     src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy2(ROOT / name, src / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for name in ("gitwal", "hooks"):
@@ -56,6 +56,15 @@ def test_the_wheel_holds_every_hook_and_an_installed_gitwal_uses_them(tmp_path: 
         assert "gitwal/_hooks/claude-code/hooks/hooks.json" in names
         assert "gitwal/_hooks/claude-code/.claude-plugin/plugin.json" in names
         assert not any("hook_scripts" in n for n in names)
+        # PEP 561: a type checker reads gitwal's own annotations.
+        assert z.read("gitwal/py.typed") == b""
+        info = "gitwal-0.1.0.dist-info"
+        assert z.read(f"{info}/licenses/LICENSE") == (ROOT / "LICENSE").read_bytes()
+        metadata = z.read(f"{info}/METADATA").decode()
+        assert "License-Expression: MIT" in metadata
+        assert "Project-URL: Issues, https://github.com/gitwal/gitwal/issues" in metadata
+        assert "Classifier: Operating System :: POSIX :: Linux" in metadata
+        assert "Classifier: Programming Language :: Python :: 3.13" in metadata
         site = tmp_path / "site"
         z.extractall(site)
 

@@ -143,10 +143,20 @@ def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, sort_keys=True, ensure_ascii=False))
 
 
+def refuse_unsupported_platform() -> None:
+    """gitwal needs POSIX (directory descriptors, ``O_NOFOLLOW``, fsync of
+    directories, process groups): elsewhere say so before anything runs."""
+    if sys.platform == "win32" or os.name != "posix":
+        fail(f"gitwal does not run on this platform ({sys.platform})",
+             "gitwal supports Linux (README \"Supported platforms\"); on Windows, "
+             "run it inside WSL 2", EXIT_ERROR)
+
+
 class WalGroup(LazyGroup):
     """Usage errors, too, print `error:` and `hint:` (exit 2)."""
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
+        refuse_unsupported_platform()
         kwargs["standalone_mode"] = False
         kwargs.setdefault("prog_name", "git wal")
         try:
