@@ -9,13 +9,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 
-from gitwal.cli import COMMANDS, main
+from gitwal.cli import COMMANDS, main, manpage
 from gitwal.cli.examples import EXAMPLES
 from gitwal.errors import EXIT_USAGE
 
 from .conftest import ok, wal
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_an_unsupported_platform_is_refused_with_a_hint_not_a_traceback(
@@ -168,3 +171,53 @@ def test_zsh_completion_defines_the_function_gits_completion_calls(tmp_path: Pat
         "describe status:Committed, aborted and open intents, and...",
         "describe --json:Print the result as JSON.",
     ]
+
+
+# -- the man page ----------------------------------------------------------------
+
+
+def test_the_checked_in_man_page_is_generated_from_the_commands() -> None:
+    assert manpage.PAGE.read_text() == manpage.render(), (
+        "man/git-wal.1 is stale: run `python -m gitwal.cli.manpage --write`")
+
+
+def test_a_stale_man_page_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    stale = tmp_path / "man" / "git-wal.1"
+    stale.parent.mkdir()
+    stale.write_text(manpage.render().replace("Start a run", "Begin a run"))
+    monkeypatch.setattr(manpage, "ROOT", tmp_path)
+    monkeypatch.setattr(manpage, "PAGE", stale)
+    monkeypatch.setattr(manpage, "render", lambda: manpage.PAGE.read_text().replace(
+        "Begin a run", "Start a run"))
+    assert manpage._main(["--check"]) == 1
+    assert capsys.readouterr().err == ("man/git-wal.1 is stale: run `python -m "
+                                       "gitwal.cli.manpage --write`\n")
+    assert manpage._main(["--write"]) == 0
+    assert manpage._main(["--check"]) == 0
+    assert "Start a run" in stale.read_text()
+
+
+def test_the_man_page_has_every_command_its_options_examples_and_exit_codes() -> None:
+    page = manpage.PAGE.read_text()
+    ctx = click.Context(main)
+    visible = [n for n in COMMANDS if not main.get_command(ctx, n).hidden]  # type: ignore[union-attr]
+    for name in visible:
+        assert f"\n.SS git wal {name.replace('-', chr(92) + '-')}\n" in page, name
+    assert "\n.SS git wal hook\n" not in page  # hidden: agents' hooks call it
+    assert "\n.SS git wal apply write\\-file\n" in page
+    assert "\n.B \\-\\-wait\\-timeout SECONDS\n" in page
+    assert "git wal recover \\-\\-redo\n" in page  # an example
+    readme = (ROOT / "README.md").read_text()
+    codes = manpage.exit_codes(readme)
+    assert [c for c, _ in codes] == ["0", "1", "2", "3", "4", "141"]
+    status = page.split('.SH "EXIT STATUS"\n')[1].split(".SH ")[0]
+    assert status.count(".TP\n") == len(codes)
+    assert "e.g. git wal log | head \\-1" in status
+
+
+@pytest.mark.skipif(shutil.which("groff") is None, reason="groff is not installed")
+def test_the_man_page_is_valid_roff() -> None:
+    proc = subprocess.run(["groff", "-man", "-ww", "-z", str(manpage.PAGE)],
+                          capture_output=True, text=True)
+    assert (proc.returncode, proc.stderr) == (0, "")
