@@ -36,7 +36,7 @@ from .records.model import (
     Intent,
     Record,
 )
-from .steps_api import StepResult as StepResult  # its home until the typed API existed
+from .steps_api import StepResult as StepResult  # re-exported: callers import it from here
 from .steps_api import ToolSteps
 from .worktree.overwrite import bring_back_tree, describe, left_note, restore_plan, restore_tree
 from .worktree.snapshot import watched_paths
