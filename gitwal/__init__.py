@@ -4,9 +4,13 @@ A harness imports this::
 
     from gitwal import Wal, render
     run = Wal(".").begin(task="rename getUserById -> fetchUser")
-    run.apply("replace_symbol", path="src/a.ts", old="getUserById", new="fetchUser")
+    run.replace_symbol("src/a.ts", "getUserById", "fetchUser")
     report = Wal(".").recover(redo=True)
     print(render(report))
+
+The package is typed (``py.typed``). The error classes and id types load
+with it; the rest on first use (``__getattr__`` below), so that
+``import gitwal`` does not pay for pygit2.
 """
 
 from __future__ import annotations
@@ -14,21 +18,43 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .errors import WalError
+from .errors import (
+    EXIT_ERROR,
+    EXIT_IN_DOUBT,
+    EXIT_LOCK_TIMEOUT,
+    EXIT_OK,
+    EXIT_USAGE,
+    CorruptLog,
+    InDoubt,
+    NotARepository,
+    PathRefused,
+    RunBusy,
+    StepFailed,
+    ToolRefused,
+    UnknownRun,
+    WalError,
+)
+from .ids import BlobId, CommitId, Lsn, RunId, TreeId
 from .version import VERSION
 
 if TYPE_CHECKING:
     from .prompt import render
     from .report import Report
-    from .run import Run, StepResult
+    from .run import Run
+    from .steps_api import StepResult
     from .wal import RunInfo, Status, Wal
 
-__all__ = ["Report", "Run", "RunInfo", "Status", "StepResult", "Wal", "WalError", "render"]
+__all__ = [
+    "EXIT_ERROR", "EXIT_IN_DOUBT", "EXIT_LOCK_TIMEOUT", "EXIT_OK", "EXIT_USAGE",
+    "BlobId", "CommitId", "CorruptLog", "InDoubt", "Lsn", "NotARepository", "PathRefused",
+    "Report", "Run", "RunBusy", "RunId", "RunInfo", "Status", "StepFailed", "StepResult",
+    "ToolRefused", "TreeId", "UnknownRun", "Wal", "WalError", "render",
+]
 __version__ = VERSION
 
 # Loaded on first use: `import gitwal.<module>` must not pay for pygit2 when
 # that module does not need it (agent hook clients, `--help`).
-_LAZY = {"Report": "report", "render": "prompt", "Run": "run", "StepResult": "run",
+_LAZY = {"Report": "report", "render": "prompt", "Run": "run", "StepResult": "steps_api",
          "RunInfo": "wal", "Status": "wal", "Wal": "wal"}
 
 
@@ -39,3 +65,7 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

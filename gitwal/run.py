@@ -12,7 +12,6 @@ Invariants (docs/recovery.md relies on them):
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from . import tools
@@ -37,22 +36,16 @@ from .records.model import (
     Intent,
     Record,
 )
+from .steps_api import StepResult as StepResult  # re-exported: callers import it from here
+from .steps_api import ToolSteps
 from .worktree.overwrite import bring_back_tree, describe, left_note, restore_plan, restore_tree
 from .worktree.snapshot import watched_paths
 from .worktree.tree import MODE_TREE, Worktree
 
 
-@dataclass(frozen=True)
-class StepResult:
-    lsn: Lsn  # the intent's LSN
-    tool: str
-    target: tuple[str, ...]
-    status: str  # "committed"
-    post: tuple[str, ...]
-
-
-class Run:
-    """One agent task's log and the steps that append to it."""
+class Run(ToolSteps):
+    """One agent task's log and the steps that append to it (the typed
+    per-tool methods, ``run.write_file(...)`` and the like: steps_api.py)."""
 
     def __init__(self, store: Store, wt: Worktree) -> None:
         self.store = store
@@ -115,6 +108,7 @@ class Run:
 
         ``timeout``: seconds the check may run (default: wal.commandTimeout)."""
         spec = tools.get(tool)
+        tools.check_args(spec, args)  # a misspelt keyword is named, with the right ones
         timeout = command_timeout(self.wt, timeout)  # a bad setting fails before the intent
         for name in spec.path_args:
             if not isinstance(args.get(name), str):

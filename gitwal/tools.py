@@ -27,6 +27,11 @@ class Tool:
     name: str
     path_args: tuple[str, ...]  # argument names that are paths, in target order
     apply: Callable[[tuple[Content, ...], Mapping[str, Any]], tuple[Content, ...]]
+    other_args: tuple[str, ...] = ()  # the other arguments it takes, all required
+
+    @property
+    def args(self) -> tuple[str, ...]:
+        return (*self.path_args, *self.other_args)
 
 
 def _text(data: Content, path: str, tool: str) -> str:
@@ -53,8 +58,14 @@ def _str_arg(args: Mapping[str, Any], name: str, tool: str) -> str:
 
 def _write_file(pre: tuple[Content, ...], args: Mapping[str, Any]) -> tuple[Content, ...]:
     content = args.get("content")
+    if isinstance(content, str):
+        try:
+            return (content.encode("utf-8"),)
+        except UnicodeEncodeError:  # a lone surrogate has no UTF-8 form
+            raise ToolRefused("write_file: the content is not valid Unicode text",
+                              "pass the bytes to write instead") from None
     if not isinstance(content, bytes):
-        raise ToolRefused("write_file: argument 'content' must be bytes")
+        raise ToolRefused("write_file: argument 'content' must be bytes or str (UTF-8)")
     return (content,)
 
 
@@ -141,10 +152,10 @@ def _move_file(pre: tuple[Content, ...], args: Mapping[str, Any]) -> tuple[Conte
 TOOLS: dict[str, Tool] = {
     t.name: t
     for t in (
-        Tool("write_file", ("path",), _write_file),
-        Tool("replace_symbol", ("path",), _replace_symbol),
-        Tool("replace_text", ("path",), _replace_text),
-        Tool("ensure_line", ("path",), _ensure_line),
+        Tool("write_file", ("path",), _write_file, ("content",)),
+        Tool("replace_symbol", ("path",), _replace_symbol, ("old", "new")),
+        Tool("replace_text", ("path",), _replace_text, ("old", "new")),
+        Tool("ensure_line", ("path",), _ensure_line, ("line",)),
         Tool("delete_file", ("path",), _delete_file),
         Tool("move_file", ("src", "dst"), _move_file),
     )
@@ -158,6 +169,25 @@ def get(name: str) -> Tool:
             f"unknown tool {name!r}", f"tools: {', '.join(sorted(TOOLS))}, and exec"
         )
     return tool
+
+
+def check_args(tool: Tool, args: Mapping[str, Any]) -> None:
+    """Refuse an argument the tool does not take, or one it needs and lacks,
+    naming the arguments it takes (a misspelt keyword is not a wrong path)."""
+    unknown = sorted(set(args) - set(tool.args))
+    missing = [name for name in tool.args if name not in args]
+    if not unknown and not missing:
+        return
+    problems = []
+    if unknown:
+        problems.append(f"unknown argument{'s' if len(unknown) > 1 else ''} "
+                        + ", ".join(repr(n) for n in unknown))
+    if missing:
+        problems.append(f"missing argument{'s' if len(missing) > 1 else ''} "
+                        + ", ".join(repr(n) for n in missing))
+    raise ToolRefused(f"{tool.name}: {'; '.join(problems)}",
+                      f"{tool.name} takes {', '.join(tool.args)} "
+                      "(and check, step, timeout)")
 
 
 def post_modes(tool: str, pre_modes: tuple[int, ...]) -> tuple[int, ...]:

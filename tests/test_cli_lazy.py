@@ -44,7 +44,7 @@ def probe(repo: Path, tmp_path: Path, *args: str, input: str = ""
 
 def loaded_commands(modules: set[str]) -> set[str]:
     return {m for m in modules if m.startswith("gitwal.cli.")} - {
-        "gitwal.cli.lazy", "gitwal.cli.options"}
+        "gitwal.cli.lazy", "gitwal.cli.options", "gitwal.cli.examples"}  # no imports of theirs
 
 
 @pytest.mark.parametrize(("args", "module"), [
@@ -78,7 +78,8 @@ def test_every_command_loads_under_its_own_name_and_help_lists_them_all() -> Non
         assert command is not None and command.name == name, name
     listed = subprocess.run([sys.executable, "-m", "gitwal", "--help"], capture_output=True,
                             text=True, check=True).stdout
-    shown = {line.split()[0] for line in listed.split("Commands:\n")[1].splitlines() if line}
+    table = listed.split("Commands:\n")[1].split("\n\n")[0]  # the epilog follows
+    shown = {line.split()[0] for line in table.splitlines()}
     hidden = {n for n in COMMANDS if getattr(main.get_command(ctx, n), "hidden", False)}
     assert hidden == {"hook"} and shown == set(COMMANDS) - hidden
 
@@ -87,4 +88,4 @@ def test_a_mistyped_command_is_matched_against_every_command(repo: Path) -> None
     proc = wal(repo, "stat")
     assert proc.returncode == 2
     assert proc.stderr == ("error: No such command 'stat'. Did you mean 'status'?\n"
-                           "hint: see `git wal --help`\n")
+                           "hint: see `git wal -h`\n")

@@ -300,9 +300,14 @@ def test_write_file_returns_exact_content(pre: Content, content: bytes) -> None:
     assert one("write_file", pre, content=content) == content
 
 
-def test_write_file_refuses_non_bytes_content() -> None:
+@pytest.mark.parametrize("content", [None, 3, ["text"], bytearray(b"x")])
+def test_write_file_refuses_content_that_is_neither_bytes_nor_str(content: object) -> None:
     with pytest.raises(ToolRefused, match="content"):
-        one("write_file", None, content="text")
+        one("write_file", None, content=content)
+
+
+def test_write_file_writes_str_content_as_utf8() -> None:
+    assert one("write_file", b"old", content="caf\u00e9\n") == b"caf\xc3\xa9\n"
 
 
 def test_delete_file() -> None:

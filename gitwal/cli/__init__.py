@@ -148,17 +148,30 @@ def emit_json(data: Any) -> None:
     out.flush()
 
 
+def refuse_unsupported_platform() -> None:
+    """gitwal needs POSIX (directory descriptors, ``O_NOFOLLOW``, fsync of
+    directories, process groups): elsewhere say so before anything runs."""
+    if sys.platform == "win32" or os.name != "posix":
+        fail(f"gitwal does not run on this platform ({sys.platform})",
+             "gitwal supports Linux (README \"Supported platforms\"); on Windows, "
+             "run it inside WSL 2", EXIT_ERROR)
+
+
 class WalGroup(LazyGroup):
     """Usage errors, too, print `error:` and `hint:` (exit 2)."""
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
+        refuse_unsupported_platform()
         kwargs["standalone_mode"] = False
         kwargs.setdefault("prog_name", "git wal")
+        # click would derive "_GIT WAL_COMPLETE" from the name (cli/completion.py).
+        kwargs.setdefault("complete_var", "_GIT_WAL_COMPLETE")
         try:
             code = super().main(*args, **kwargs)
         except click.UsageError as e:
+            # Not `--help`: git hands `git wal --help` to man (cli/manpage.py).
             path = e.ctx.command_path if e.ctx else "git wal"
-            fail(e.format_message(), f"see `{path} --help`", EXIT_USAGE)
+            fail(e.format_message(), f"see `{path} -h`", EXIT_USAGE)
         except click.ClickException as e:
             fail(e.format_message(), "", e.exit_code)
         except click.Abort:
@@ -167,6 +180,14 @@ class WalGroup(LazyGroup):
             closed_stdout()
         sys.exit(code if isinstance(code, int) else 0)
 
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None and command.epilog is None:
+            from .examples import EXAMPLES
+
+            command.epilog = EXAMPLES.get(cmd_name)
+        return command
+
 
 # Every subcommand: name -> "module:attribute" of its click command.
 COMMANDS = {
@@ -174,11 +195,13 @@ COMMANDS = {
     "apply": ".steps:apply",
     "begin": ".steps:begin",
     "checkpoint": ".checkpoints:checkpoint_",
+    "completion": ".completion:completion",
     "compact": ".checkpoints:compact",
     "drop": ".checkpoints:drop_",
     "exec": ".steps:exec_",
     "fetch": ".remote:fetch_",
     "gate": ".checkpoints:gate",
+    "help": ".help:help_",
     "hook": ".agents:hook",
     "hooks": ".hooks:hooks",
     "install": ".agents:install_",
@@ -201,7 +224,9 @@ COMMANDS = {
 
 
 @click.group(cls=WalGroup, lazy=COMMANDS,
-             context_settings={"help_option_names": ["-h", "--help"]})
+             context_settings={"help_option_names": ["-h", "--help"]},
+             epilog="`git wal help COMMAND` or `git wal COMMAND -h` shows a command's help; "
+                    "`git wal --help` opens the manual page, git-wal(1).")
 @click.version_option(package_name="gitwal")
 def main() -> None:
     """A write-ahead log for coding agents, kept in git (refs/wal/<run>)."""
