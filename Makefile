@@ -33,6 +33,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check gitwal tests bench
 	$(BIN)/mypy gitwal bench tests
 	$(BIN)/python -m gitwal.agents.plugin_client --check
+	$(BIN)/python -m gitwal.cli.manpage --check
 
 # Debian packages the suite uses: strace (crash-state checker), ssh-keygen
 # (signature interop tests). Installed only when missing.

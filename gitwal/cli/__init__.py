@@ -142,10 +142,9 @@ def _unicode_message(e: UnicodeError) -> str:
 def emit_json(data: Any) -> None:
     # Written as it is encoded: no copy of the whole document in memory (a
     # long run's report lists every committed step).
-    out = click.get_text_stream("stdout")
-    json.dump(data, out, sort_keys=True, ensure_ascii=False)
-    out.write("\n")
-    out.flush()
+    json.dump(data, sys.stdout, sort_keys=True, ensure_ascii=False)
+    sys.stdout.write("\n")
+    sys.stdout.flush()
 
 
 def refuse_unsupported_platform() -> None:
