@@ -116,7 +116,9 @@ class Report:
                 "lsn": self.checkpoint.lsn, "git": self.checkpoint.git,
                 "ref": self.checkpoint.ref, "covers": self.checkpoint.covers,
             },
-            "committed": [
+            # LSNs, as in `status --json` (docs/json.md); the steps themselves below.
+            "committed": [i.lsn for i in self.committed],
+            "committed_steps": [
                 {"lsn": i.lsn, "tool": i.tool, "target": list(i.target), "step": i.step}
                 for i in self.committed
             ],

@@ -50,7 +50,7 @@ def test_rows_keep_lsn_order_while_intents_wait_for_their_closing() -> None:
                              (5, "commit"), (6, "abort"), (7, "committed"), (8, "commit"),
                              (9, "open")]
     missed = [d for d in log_rows((r, encode(r)) for r in records) if isinstance(d, dict)]
-    assert [d["lsn"] for d in missed if d.get("miss")] == [7]  # observed A, predicted B
+    assert [d["lsn"] for d in missed if d["prediction_miss"]] == [7]  # observed A, predicted B
 
 
 def test_run_stream_is_the_whole_log_in_order(repo: Path) -> None:
