@@ -75,4 +75,8 @@ def test_the_records_before_a_defect_are_printed_and_nothing_after(victim: Path)
     proc = wal(victim, "log", "--run", RUN, "--json")
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "LSN 4: the abort closes LSN 1" in proc.stderr
-    assert [json.loads(line)["lsn"] for line in proc.stdout.splitlines()] == [1, 2, 3]
+    *rows, error = map(json.loads, proc.stdout.splitlines())
+    assert [row["lsn"] for row in rows] == [1, 2, 3]
+    # The defect ends the stream as the error document (docs/json.md, "Errors").
+    assert error["kind"] == "CorruptLog" and error["exit_code"] == proc.returncode
+    assert "LSN 4: the abort closes LSN 1" in error["error"]

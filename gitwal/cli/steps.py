@@ -9,7 +9,7 @@ import click
 
 from ..run import Run, StepResult
 from ..wal import Wal
-from . import emit_json, handled
+from . import commands_to_stderr, emit_json, handled
 from .options import CHECK, JSON, RUN, STEP, TIMEOUT, WAIT
 
 
@@ -58,8 +58,9 @@ def apply(ctx: click.Context, run_id: str | None, check: str | None, timeout: fl
 def _apply(ctx: click.Context, tool: str, **args: Any) -> None:
     opts = ctx.obj
     run = Wal(".").run(opts["run"], wait_timeout=opts["wait"])
-    result = run.apply(tool, check=opts["check"], step=opts["step"],
-                       timeout=opts["timeout"], **args)
+    with commands_to_stderr(opts["json"]):  # a --check's output stays out of the JSON
+        result = run.apply(tool, check=opts["check"], step=opts["step"],
+                           timeout=opts["timeout"], **args)
     _report(run, result, opts["step"], opts["json"])
 
 
@@ -149,6 +150,9 @@ def exec_(run_id: str | None, check: str | None, timeout: float | None, idempote
           as_json: bool, argv: tuple[str, ...]) -> None:
     """Run a shell command as a logged step (snapshots before and after)."""
     run = Wal(".").run(run_id, wait_timeout=wait_timeout)
-    result = run.exec(list(argv), check=check, idempotent=idempotent, step=step,
-                      timeout=timeout, watch=watch)
+    # Under --json the command's (and the check's) stdout goes to stderr: the
+    # JSON document is all that stdout carries (docs/json.md, "exec").
+    with commands_to_stderr(as_json):
+        result = run.exec(list(argv), check=check, idempotent=idempotent, step=step,
+                          timeout=timeout, watch=watch)
     _report(run, result, step, as_json)
