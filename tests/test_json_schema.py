@@ -214,6 +214,18 @@ def test_exec_json_keeps_a_failing_commands_output_out_of_stdout(repo: Path) -> 
     assert '{"ok": true}' in proc.stderr and not (repo / "z.txt").exists()
 
 
+def test_a_step_recover_redoes_prints_nothing_into_stdout(repo: Path) -> None:
+    ok(repo, "begin", "--run", "r")
+    shell = "echo '{'; echo 'garbage]'; echo z > z.txt"
+    crashed = wal(repo, "exec", "--idempotent", "--", "sh", "-c", shell,
+                  env={"GITWAL_CRASH_AT": "after-intent"})
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr
+    proc = wal(repo, "recover", "--redo", "--json")
+    report = document(proc, "recover")
+    assert [(i["lsn"], i["action"]) for i in report["intents"]] == [(2, "redone")]
+    assert "{\ngarbage]\n" in proc.stderr and (repo / "z.txt").read_text() == "z\n"
+
+
 def test_remote_commands(repo: Path, tmp_path: Path) -> None:
     origin = tmp_path / "origin.git"
     subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
