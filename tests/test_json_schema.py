@@ -101,7 +101,7 @@ def test_a_run_through_every_state(repo: Path, tmp_path: Path) -> None:
     document(wal(repo, "apply", "--json", "--step", "2", "write-file", "c.txt",
                  input=b"c\n"), "step")
     gate = document(wal(repo, "gate", "--json"), "gate", 3)
-    assert gate["safe"] is False and gate["checkpoint"] is None
+    assert gate["safe"] is False and gate["checkpointed"] is None
     crashed = wal(repo, "exec", "--json", "--", "sh", "-c", "echo y > y.txt",
                   env={"GITWAL_CRASH_AT": "after-exec"})
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
@@ -212,6 +212,18 @@ def test_exec_json_keeps_a_failing_commands_output_out_of_stdout(repo: Path) -> 
     err = failed(proc, 1, "StepFailed")
     assert "check" in err["error"] and "{\n[garbage\n" in proc.stderr
     assert '{"ok": true}' in proc.stderr and not (repo / "z.txt").exists()
+
+
+def test_checkpoint_names_the_same_lsn_in_gate_status_and_recover(repo: Path) -> None:
+    ok(repo, "begin", "--run", "r")
+    ok(repo, "apply", "write-file", "a.txt", input=b"a\n")
+    gate = document(wal(repo, "gate", "--auto-checkpoint", "--json"), "gate")
+    made = gate["checkpointed"]
+    assert gate["safe"] is True and (made["lsn"], made["covers"]) == (4, 2)
+    assert document(wal(repo, "status", "--json"), "status")["checkpoint"] == 4
+    report = document(wal(repo, "recover", "--json"), "recover")
+    assert report["checkpoint"] == 4 and report["checkpoint_commit"] == {
+        "git": made["git"], "ref": made["ref"], "covers": 2}
 
 
 def test_a_step_recover_redoes_prints_nothing_into_stdout(repo: Path) -> None:

@@ -81,8 +81,10 @@ def gate(run_id: str | None, auto_checkpoint: bool, detached: bool, as_json: boo
     with commands_to_stderr(as_json):
         r = cp.gate(run, auto_checkpoint, detached)
     if as_json:
+        # `checkpoint` names an LSN everywhere (docs/json.md): the one made here
+        # is `checkpointed`, the document `checkpoint --json` prints.
         emit_json({"safe": r.safe, "reason": r.reason,
-                   "checkpoint": None if r.checkpoint is None else _result(r.checkpoint)})
+                   "checkpointed": None if r.checkpoint is None else _result(r.checkpoint)})
     else:
         click.echo(("safe: " if r.safe else "not safe: ") + r.reason,
                    err=not r.safe)
