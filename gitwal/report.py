@@ -112,11 +112,16 @@ class Report:
             "next_lsn": self.next_lsn,
             "committed_through": self.last_committed,
             "committed_total": self.committed_total,
-            "checkpoint": None if self.checkpoint is None else {
-                "lsn": self.checkpoint.lsn, "git": self.checkpoint.git,
-                "ref": self.checkpoint.ref, "covers": self.checkpoint.covers,
+            # The newest checkpoint's LSN, as in `status --json` (docs/json.md);
+            # the commit it made, where it lives and what it covers below.
+            "checkpoint": None if self.checkpoint is None else self.checkpoint.lsn,
+            "checkpoint_commit": None if self.checkpoint is None else {
+                "git": self.checkpoint.git, "ref": self.checkpoint.ref,
+                "covers": self.checkpoint.covers,
             },
-            "committed": [
+            # LSNs, as in `status --json` (docs/json.md); the steps themselves below.
+            "committed": [i.lsn for i in self.committed],
+            "committed_steps": [
                 {"lsn": i.lsn, "tool": i.tool, "target": list(i.target), "step": i.step}
                 for i in self.committed
             ],

@@ -39,10 +39,15 @@ class RunInfo:
     run: RunId
     task: str
     records: int
-    open_intents: tuple[Lsn, ...]
+    open: tuple[Lsn, ...]  # intents with no closing record (`open` in docs/json.md)
     current: bool
     worktree: tuple[str, str] | None = None  # (name, path) the run is bound to
     damaged: str | None = None  # why the log cannot be read (`git wal repair RUN`)
+
+    @property
+    def open_intents(self) -> tuple[Lsn, ...]:
+        """The former name of :attr:`open` (kept for existing callers)."""
+        return self.open
 
 
 @dataclass(frozen=True)
@@ -56,9 +61,15 @@ class Status:
     next_lsn: Lsn
     checkpoint: Lsn | None = None  # LSN of the newest checkpoint; lists start after it
     unlogged: tuple[Lsn, ...] = ()  # `unlogged` records: changes with no durable intent
-    missed: tuple[Lsn, ...] = ()  # committed intents whose commit recorded another post
+    # committed intents whose commit recorded another post than predicted
+    prediction_miss: tuple[Lsn, ...] = ()
     sealed: Lsn | None = None  # LSN of the seal: the run is finished, nothing may follow
     worktree: tuple[str, str] | None = None  # (name, path) the run is bound to; None: unbound
+
+    @property
+    def missed(self) -> tuple[Lsn, ...]:
+        """The former name of :attr:`prediction_miss` (kept for existing callers)."""
+        return self.prediction_miss
 
 
 class Wal:

@@ -56,18 +56,18 @@ def test_edit_pre_and_post_commit_with_the_tool_use_id(repo: Path) -> None:
     assert pre.code == 0, pre.err
     [intent] = intents(repo)
     assert intent["status"] == "open"
-    assert intent["tool"] == "write_file" and intent["target"] == "README"
+    assert intent["tool"] == "write_file" and intent["target"] == ["README"]
     assert intent["args"]["agent"] == {"name": "claude-code", "tool": "Edit",
                                        "call": "toolu_01"}
     # The predicted post-image is in the object database before the edit runs.
-    assert git(repo, "cat-file", "blob", intent["post"]) == "bye\n"
+    assert git(repo, "cat-file", "blob", intent["post"][0]) == "bye\n"
     f.write_text("bye\n")
     post = run_hook(repo, "claude", claude_tool(repo, "PostToolUse", "Edit", edit, "toolu_01"))
     assert post.code == 0, post.err
     [intent] = intents(repo)
     [commit] = by_type(repo, "commit")
-    assert intent["status"] == "committed" and "miss" not in intent
-    assert commit["intent"] == intent["lsn"] and commit["post"] == [intent["post"]]
+    assert intent["status"] == "committed" and intent["prediction_miss"] is False
+    assert commit["intent"] == intent["lsn"] and commit["post"] == intent["post"]
     assert commit["verified"].startswith("hash==post")
     st = wal_status(repo, RUN)
     assert st["committed"] == [intent["lsn"]] and st["open"] == [] and st["unlogged"] == []
@@ -92,8 +92,8 @@ def test_multiedit_and_write_new_file(repo: Path) -> None:
     pre_post(repo, "Write", write, "toolu_w", create)
     got = intents(repo)
     assert [(i["target"], i["status"], i["pre"]) for i in got] == [
-        ("a.py", "committed", git(repo, "rev-parse", "HEAD:a.py").strip()),
-        ("src/new.txt", "committed", "absent")]
+        (["a.py"], "committed", [git(repo, "rev-parse", "HEAD:a.py").strip()]),
+        (["src/new.txt"], "committed", ["absent"])]
     assert wal_status(repo, RUN)["unlogged"] == []
 
 
@@ -107,7 +107,7 @@ def test_bash_pre_and_post_commit_the_post_tree(repo: Path) -> None:
     [commit] = by_type(repo, "commit")
     tree = commit["post"][0]
     assert git(repo, "cat-file", "-p", f"{tree}:made.txt") == "made\n"
-    assert git(repo, "ls-tree", intent["pre"], "made.txt") == ""
+    assert git(repo, "ls-tree", intent["pre"][0], "made.txt") == ""
 
 
 def test_an_edit_that_cannot_apply_logs_nothing_and_allows(repo: Path) -> None:
@@ -139,8 +139,8 @@ def test_prediction_miss_commits_the_observed_post(repo: Path) -> None:
     pre_post(repo, "Edit", edit, "toolu_x", lambda: (repo / "README").write_text("BYE\n"))
     [intent] = intents(repo)
     [commit] = by_type(repo, "commit")
-    assert intent["miss"] is True and intent["status"] == "committed"
-    assert commit["post"] != [intent["post"]]
+    assert intent["prediction_miss"] is True and intent["status"] == "committed"
+    assert commit["post"] != intent["post"]
     assert git(repo, "cat-file", "blob", commit["post"][0]) == "BYE\n"
     assert commit["verified"].startswith("prediction miss")
     assert wal_status(repo, RUN)["prediction_miss"] == [intent["lsn"]]

@@ -48,8 +48,8 @@ def test_replace_and_write_file_before_and_after(repo: Path) -> None:
     (repo / "n.txt").write_text("n\n")
     assert run_hook(repo, "gemini", tool(repo, "AfterTool", "write_file", new)).code == 0
     got = intents(repo)
-    assert [(i["target"], i["status"]) for i in got] == [("README", "committed"),
-                                                          ("n.txt", "committed")]
+    assert [(i["target"], i["status"]) for i in got] == [(["README"], "committed"),
+                                                          (["n.txt"], "committed")]
     assert got[0]["args"]["agent"]["name"] == "gemini-cli"
 
 

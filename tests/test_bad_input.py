@@ -372,7 +372,7 @@ def test_stale_ref_lock_then_recover(started: Path) -> None:
     assert (started / "new.txt").read_bytes() == b"hello\n"
     rows = log_rows(started)
     assert [r["lsn"] for r in rows] == [1, 2, 3, 4, 5]
-    assert rows[3]["type"] == "intent" and rows[3]["target"] == "new.txt"
+    assert rows[3]["type"] == "intent" and rows[3]["target"] == ["new.txt"]
     assert rows[3]["status"] == "committed"
 
 
@@ -405,7 +405,7 @@ def test_concurrent_appends_to_one_run(started: Path) -> None:
     for intent, closer in zip(new[::2], new[1::2], strict=True):
         assert intent["type"] == "intent"
         assert closer["type"] == "commit" and closer["intent"] == intent["lsn"]
-    logged = sorted((r["target"], r["args"]["line"]) for r in intents)
+    logged = sorted((r["target"][0], r["args"]["line"]) for r in intents)
     assert logged == sorted((n, f"line {i} of {n}") for i in range(per_file) for n in files)
     # No lost update: each file holds every line exactly once.
     for name in files:

@@ -112,7 +112,8 @@ def test_recover_and_status_read_only_after_the_checkpoint(repo: Path) -> None:
     status = json.loads(ok(repo, "status", "--json"))
     assert status["checkpoint"] == 8 and status["open"] == [9]
     report = json.loads(ok(repo, "recover", "--json"))
-    assert report["checkpoint"]["lsn"] == 8 and report["committed_total"] == 3
+    assert report["checkpoint"] == 8 and report["committed_total"] == 3
+    assert report["checkpoint_commit"]["covers"] == 6
     assert [i["outcome"] for i in report["intents"]] == ["torn"]
     assert report["committed"] == []
     assert "Checkpoint: LSN 8" in report["prompt"]
@@ -181,7 +182,7 @@ def test_gate_outcomes(repo: Path) -> None:
     assert refused.returncode == 3 and "stray.txt" in refused.stderr
     (repo / "stray.txt").unlink()
     auto = json.loads(ok(repo, "gate", "--auto-checkpoint", "--json"))
-    assert auto["safe"] and auto["checkpoint"]["ref"] == "refs/heads/main"
+    assert auto["safe"] and auto["checkpointed"]["ref"] == "refs/heads/main"
     assert json.loads(ok(repo, "gate", "--json"))["safe"]
 
 

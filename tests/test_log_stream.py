@@ -54,7 +54,7 @@ def test_rows_keep_lsn_order_while_intents_wait_for_their_closing() -> None:
                              (5, "commit"), (6, "abort"), (7, "committed"), (8, "commit"),
                              (9, "open")]
     missed = [d for d in log_rows((r, encode(r)) for r in records) if isinstance(d, dict)]
-    assert [d["lsn"] for d in missed if d.get("miss")] == [7]  # observed A, predicted B
+    assert [d["lsn"] for d in missed if d["prediction_miss"]] == [7]  # observed A, predicted B
 
 
 def test_run_stream_is_the_whole_log_in_order(repo: Path) -> None:
@@ -79,7 +79,11 @@ def test_the_records_before_a_defect_are_printed_and_nothing_after(victim: Path)
     proc = wal(victim, "log", "--run", RUN, "--json")
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "LSN 4: the abort closes LSN 1" in proc.stderr
-    assert [json.loads(line)["lsn"] for line in proc.stdout.splitlines()] == [1, 2, 3]
+    *rows, error = map(json.loads, proc.stdout.splitlines())
+    assert [row["lsn"] for row in rows] == [1, 2, 3]
+    # The defect ends the stream as the error document (docs/json.md, "Errors").
+    assert error["kind"] == "CorruptLog" and error["exit_code"] == proc.returncode
+    assert "LSN 4: the abort closes LSN 1" in error["error"]
 
 
 def _peak_of_rows(pairs: int) -> int:

@@ -150,7 +150,7 @@ def test_every_file_tool_commits_and_is_logged(repo: Path) -> None:
         assert (repo / "docs" / "NOTES.md").read_text() == "one\ntwo\n"
         assert r["verified"] == "hash==post && check ok: grep -q two docs/NOTES.md"
         intent = assert_logged(repo, r, "write_file")
-        assert intent["step"] == 1 and intent["pre"] == "absent" and intent["run"] == "r1"
+        assert intent["step"] == 1 and intent["pre"] == ["absent"] and intent["run"] == "r1"
         assert r["changed"] == ["docs/NOTES.md"] and r["began_run"] is False
 
         r = await step(s, "replace_symbol", path="src/a.ts", old="getUserById",
@@ -301,7 +301,7 @@ def test_first_change_begins_a_run_with_the_server_task(repo: Path) -> None:
         res = await s.call_tool("ensure_line", {"path": "b.txt", "line": "y"})
         assert data(res)["run"] == r["run"] and data(res)["began_run"] is False
     talk(repo, body, "--task", "tidy the repo")
-    runs = [json.loads(line) for line in ok(repo, "runs", "--json").splitlines()]
+    runs = json.loads(ok(repo, "runs", "--json"))
     [run] = runs
     assert run["task"] == "tidy the repo" and run["current"] and run["records"] == 5
 

@@ -201,8 +201,7 @@ def test_an_exec_that_only_touched_ignored_files_is_in_doubt_not_redone(repo: Pa
 def test_a_missing_pre_image_is_in_doubt_not_a_traceback(repo: Path) -> None:
     torn_big_file(repo)
     pre = next(r for r in map(json.loads, ok(repo, "log", "--json").splitlines())
-               if r["type"] == "intent")["pre"]
-    pre = pre[0] if isinstance(pre, list) else pre
+               if r["type"] == "intent")["pre"][0]
     # Pruned or never stored: the loose object is gone (the branch's copy too).
     loose_object(repo, pre).unlink()
     # The append that names it is damaged: every reader says so and names repair.
@@ -296,8 +295,7 @@ def test_a_missing_exec_pre_tree_is_reported_by_recover_and_prompt(repo: Path) -
     ok(repo, "begin")
     crash(repo, "after-intent", "exec", "--", "sh", "-c", "echo x > x.txt")
     rows = [json.loads(x) for x in ok(repo, "log", "--json").splitlines()]
-    tree = next(r for r in rows if r["type"] == "intent")["pre"]
-    tree = tree[0] if isinstance(tree, list) else tree
+    tree = next(r for r in rows if r["type"] == "intent")["pre"][0]
     # The snapshot's root tree object is gone (pruned or never stored).
     loose_object(repo, tree).unlink()
     for args in (["prompt"], ["recover", "--restore"]):

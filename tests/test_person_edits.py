@@ -103,8 +103,7 @@ def _targets(repo: Path) -> list[str]:
     rows = [json.loads(line) for line in out.stdout.splitlines()]
     for r in reversed(rows):
         if r["type"] == "intent" and r["status"] == "open":
-            t = r["target"]
-            return [x for x in ([t] if isinstance(t, str) else t) if x != "."]
+            return [x for x in r["target"] if x != "."]
     return []
 
 

@@ -42,7 +42,7 @@ def test_a_damaged_log_is_reported_and_repaired(repo: Path) -> None:
         _damaged(wal(repo, *args, input=b"c\n"), "x")
     assert not (repo / "c.txt").exists()
     assert git(repo, "rev-parse", "refs/wal/x").strip() == head  # nothing appended or dropped
-    runs = {r["run"]: r for r in map(json.loads, ok(repo, "runs", "--json").splitlines())}
+    runs = {r["run"]: r for r in json.loads(ok(repo, "runs", "--json"))}
     assert runs["other"]["damaged"] is None and runs["other"]["records"] == 3
     assert "LSN 5" in runs["x"]["damaged"] and "record blob is missing" in runs["x"]["damaged"]
     text = ok(repo, "runs")

@@ -61,7 +61,7 @@ def test_a_run_refuses_to_change_another_worktree(repo: Path, trees: tuple[Path,
     rows = [json.loads(line) for line in ok(b, "log", "--run", "x", "--json").splitlines()]
     assert rows[0]["worktree"] == {"name": "wt-a", "path": str(a.resolve())}
     assert [r["lsn"] for r in rows] == [1, 2, 3]
-    [info] = [json.loads(line) for line in ok(repo, "runs", "--json").splitlines()]
+    [info] = json.loads(ok(repo, "runs", "--json"))
     assert info["worktree"]["path"] == str(a.resolve()) and info["damaged"] is None
     assert "Committed" in ok(b, "prompt", "--run", "x")
     ok(b, "verify", "--run", "x")

@@ -6,18 +6,21 @@ when that command runs (:data:`COMMANDS`, cli/lazy.py)."""
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import os
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import wraps
 from typing import Any, NoReturn, TypeVar
 
 import click
 import pygit2
 
+from .. import documents
 from ..display import safe
 from ..errors import EXIT_ERROR, EXIT_USAGE, WalError
 from ..repository import common_dir, open_repository
@@ -28,7 +31,15 @@ LIVE_PREFIX = "refs/wal/"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def fail(message: str, hint: str, code: int) -> NoReturn:
+def fail(message: str, hint: str, code: int, kind: str = "WalError") -> NoReturn:
+    """Report a failure and exit with ``code``: `error:`/`hint:` on stderr, and
+    under ``--json`` first the error document on stdout (docs/json.md,
+    "Errors"): ``kind`` names the error class (``UsageError`` for usage)."""
+    if _json_requested():
+        try:
+            emit_json(documents.error(message, hint, kind, code))
+        except (OSError, ValueError):
+            pass  # stdout is gone: stderr and the exit code still tell
     try:
         click.echo(f"error: {_safe_lines(message)}", err=True)
         if hint:
@@ -36,6 +47,27 @@ def fail(message: str, hint: str, code: int) -> NoReturn:
     except OSError:
         pass  # stderr is gone too: the exit code is all that is left
     sys.exit(code)
+
+
+def _json_requested() -> bool:
+    """Whether the failing command was asked for ``--json`` (``--format json``).
+
+    Inside a command its parsed options say (an `apply` tool's live on its
+    group); a usage error found while parsing comes before any option is
+    known, so the command line before ``--`` says.
+    """
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        argv = sys.argv[1:]
+        argv = argv[:argv.index("--")] if "--" in argv else argv
+        return "--json" in argv or "--format=json" in argv or any(
+            pair == ("--format", "json") for pair in itertools.pairwise(argv))
+    while ctx is not None:
+        if ctx.params.get("as_json") or ctx.params.get("fmt") == "json" or (
+                isinstance(ctx.obj, dict) and ctx.obj.get("json")):
+            return True
+        ctx = ctx.parent
+    return False
 
 
 def _safe_lines(text: str) -> str:
@@ -112,7 +144,10 @@ def handled(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except WalError as e:
-            fail(e.message, e.hint, e.exit_code)
+            fail(e.message, e.hint, e.exit_code, type(e).__name__)
+        except click.UsageError as e:  # raised by a command itself: reported as main does
+            path = e.ctx.command_path if e.ctx else "git wal"
+            fail(e.format_message(), f"see `{path} --help`", EXIT_USAGE, "UsageError")
         except BrokenPipeError:
             closed_stdout()
         except UnicodeError as e:
@@ -125,7 +160,8 @@ def handled(fn: F) -> F:
                 started, "nothing was changed by the failed operation; `git wal status` "
                 "shows the log"), EXIT_ERROR)
         except KeyboardInterrupt:
-            fail("interrupted", "`git wal recover` decides any step left open", 130)
+            fail("interrupted", "`git wal recover` decides any step left open", 130,
+                 "Interrupted")
 
     return wrapper  # type: ignore[return-value]
 
@@ -140,8 +176,9 @@ def _unicode_message(e: UnicodeError) -> str:
 
 
 def emit_json(data: Any) -> None:
-    # Written as it is encoded: no copy of the whole document in memory (a
-    # long run's report lists every committed step).
+    """One document on stdout (docs/json.md): one line, keys sorted. Written
+    as it is encoded: no copy of the whole document in memory (a long run's
+    report lists every committed step)."""
     json.dump(data, sys.stdout, sort_keys=True, ensure_ascii=False)
     sys.stdout.write("\n")
     sys.stdout.flush()
@@ -154,6 +191,32 @@ def refuse_unsupported_platform() -> None:
         fail(f"gitwal does not run on this platform ({sys.platform})",
              "gitwal supports Linux (README \"Supported platforms\"); on Windows, "
              "run it inside WSL 2", EXIT_ERROR)
+
+
+@contextlib.contextmanager
+def commands_to_stderr(active: bool) -> Iterator[None]:
+    """Under ``--json`` the document is the only thing on stdout: while the
+    body runs (an `exec` step, a `--check`, a redone step), fd 1 is a copy of
+    fd 2, which the commands gitwal starts inherit, so what they print goes
+    to stderr, where people still see it (docs/json.md).
+
+    Python's own stdout is flushed first, so nothing written before lands
+    after the swap; fd 1 is put back even when the body raises (the error
+    document that follows must reach stdout).
+    """
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 class WalGroup(LazyGroup):
@@ -170,7 +233,7 @@ class WalGroup(LazyGroup):
         except click.UsageError as e:
             # Not `--help`: git hands `git wal --help` to man (cli/manpage.py).
             path = e.ctx.command_path if e.ctx else "git wal"
-            fail(e.format_message(), f"see `{path} -h`", EXIT_USAGE)
+            fail(e.format_message(), f"see `{path} -h`", EXIT_USAGE, "UsageError")
         except click.ClickException as e:
             fail(e.format_message(), "", e.exit_code)
         except click.Abort:
@@ -234,4 +297,4 @@ def main() -> None:
     bound_memory()
 
 
-__all__ = ["COMMANDS", "emit_json", "fail", "handled", "main"]
+__all__ = ["COMMANDS", "commands_to_stderr", "emit_json", "fail", "handled", "main"]

@@ -9,7 +9,7 @@ import click
 from .. import checkpoint as cp
 from ..errors import EXIT_IN_DOUBT, UnknownRun
 from ..wal import Wal
-from . import emit_json, handled
+from . import commands_to_stderr, emit_json, handled
 from .options import CHECK, JSON, RUN, WAIT
 
 
@@ -32,8 +32,9 @@ def _result(r: cp.CheckpointResult) -> dict[str, object]:
 def checkpoint_(run_id: str | None, message: str | None, check: str | None, detached: bool,
                 include_unlogged: bool, wait_timeout: float | None, as_json: bool) -> None:
     """Commit the working tree the log explains; append a checkpoint record."""
-    r = cp.checkpoint(Wal(".").run(run_id, wait_timeout=wait_timeout), message, check,
-                      detached, include_unlogged)
+    with commands_to_stderr(as_json):  # a --check's output stays out of the JSON
+        r = cp.checkpoint(Wal(".").run(run_id, wait_timeout=wait_timeout), message, check,
+                          detached, include_unlogged)
     if as_json:
         emit_json(_result(r))
         return
@@ -77,10 +78,13 @@ def gate(run_id: str | None, auto_checkpoint: bool, detached: bool, as_json: boo
         if run_id:
             raise
         run = None
-    r = cp.gate(run, auto_checkpoint, detached)
+    with commands_to_stderr(as_json):
+        r = cp.gate(run, auto_checkpoint, detached)
     if as_json:
+        # `checkpoint` names an LSN everywhere (docs/json.md): the one made here
+        # is `checkpointed`, the document `checkpoint --json` prints.
         emit_json({"safe": r.safe, "reason": r.reason,
-                   "checkpoint": None if r.checkpoint is None else _result(r.checkpoint)})
+                   "checkpointed": None if r.checkpoint is None else _result(r.checkpoint)})
     else:
         click.echo(("safe: " if r.safe else "not safe: ") + r.reason,
                    err=not r.safe)

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from .. import documents
 from ..display import safe
 from ..records.codec import to_dict
 from ..records.model import Abort, Commit, Intent, Record, type_name
@@ -23,16 +24,12 @@ def _compact(row: dict[str, Any]) -> bytes:
     return json.dumps(row, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def _one(values: list[str]) -> str | list[str]:
-    return values[0] if len(values) == 1 else values
-
-
 def log_rows(records: Iterable[tuple[Record, bytes]]) -> Iterator[dict[str, Any] | bytes]:
     """The rows of `git wal log --json` (docs/format.md, "log output"), as
     the records stream in.
 
     A record that is not an intent is printed as its stored canonical bytes;
-    an intent gains `status` and collapses one-element lists. An intent's
+    an intent gains `status` and `prediction_miss` (docs/json.md). An intent's
     status is known at its closing record, so rows are held from the oldest
     open intent on and let go, in order, once it closes (memory: the records
     since the oldest open intent, normally one or two).
@@ -57,14 +54,12 @@ def _row(rec: Record, raw: bytes, closed: dict[int, Commit | Abort]) -> dict[str
     if not isinstance(rec, Intent):
         return raw
     closing = closed.pop(rec.lsn, None)
-    d = to_dict(rec)
-    d["target"] = _one(d["target"])
-    d["pre"] = _one(d["pre"])
-    d["post"] = None if d["post"] is None else _one(d["post"])
+    d = to_dict(rec)  # target, pre and post stay lists, as stored
     d["status"] = ("committed" if isinstance(closing, Commit)
                    else "aborted" if isinstance(closing, Abort) else "open")
-    if rec.post is not None and isinstance(closing, Commit) and closing.post != rec.post:
-        d["miss"] = True  # a prediction miss: the commit recorded what it observed
+    # A prediction miss: the commit recorded what it observed, not what was predicted.
+    d["prediction_miss"] = (rec.post is not None and isinstance(closing, Commit)
+                            and closing.post != rec.post)
     return d
 
 
@@ -93,9 +88,8 @@ def log(run_id: str | None, everything: bool, as_json: bool) -> None:
         if kind == "plan":
             text = f"task: {row['task']} (base {row['base'][:12]})"
         elif kind == "intent":
-            target = row["target"] if isinstance(row["target"], str) else " ".join(row["target"])
-            text = f"{row['tool']} {target}  [{row['status']}]"
-            if row.get("miss"):
+            text = f"{row['tool']} {' '.join(row['target'])}  [{row['status']}]"
+            if row["prediction_miss"]:
                 text += " (prediction miss)"
         elif kind == "commit":
             text = f"closes {row['intent']}: {row['verified']}"
@@ -120,12 +114,7 @@ def status(run_id: str | None, as_json: bool) -> None:
     """Committed, aborted and open intents, and the next LSN."""
     st = Wal(".").status(run_id)
     if as_json:
-        emit_json({"run": st.run, "task": st.task, "records": st.records,
-                   "committed": list(st.committed), "aborted": list(st.aborted),
-                   "open": list(st.open), "next_lsn": st.next_lsn,
-                   "checkpoint": st.checkpoint, "unlogged": list(st.unlogged),
-                   "prediction_miss": list(st.missed), "sealed": st.sealed,
-                   "worktree": _worktree(st.worktree)})
+        emit_json(documents.status(st))
         return
     click.echo(f"run {st.run}: {safe(st.task)}")
     if st.worktree is not None:
@@ -143,9 +132,9 @@ def status(run_id: str | None, as_json: bool) -> None:
     if st.unlogged:
         click.echo(f"  unlogged: changes with no durable intent recorded at LSN "
                    f"{', '.join(map(str, st.unlogged))} (`git wal log` shows the paths)")
-    if st.missed:
-        click.echo(f"  prediction miss: intents {', '.join(map(str, st.missed))} committed "
-                   "what was observed, not what was predicted")
+    if st.prediction_miss:
+        click.echo(f"  prediction miss: intents {', '.join(map(str, st.prediction_miss))} "
+                   "committed what was observed, not what was predicted")
 
 
 @click.command()
@@ -153,18 +142,17 @@ def status(run_id: str | None, as_json: bool) -> None:
 @handled
 def runs(as_json: bool) -> None:
     """List runs with a log in this repository, oldest first."""
-    for info in Wal(".").runs():
-        if as_json:
-            emit_json({"run": info.run, "task": info.task, "records": info.records,
-                       "open": list(info.open_intents), "current": info.current,
-                       "worktree": _worktree(info.worktree), "damaged": info.damaged})
-            continue
+    found = Wal(".").runs()
+    if as_json:  # one document, `[]` when there is no run (docs/json.md)
+        emit_json([documents.run_info(info) for info in found])
+        return
+    for info in found:
         mark = "*" if info.current else " "
         if info.damaged is not None:
             click.echo(f"{mark} {info.run}  DAMAGED: {_shown(info.damaged)} "
                        f"(`git wal repair {info.run}`)")
             continue
-        flag = f"  {len(info.open_intents)} open" if info.open_intents else ""
+        flag = f"  {len(info.open)} open" if info.open else ""
         where = f"  [{_shown(info.worktree[1])}]" if info.worktree is not None else ""
         click.echo(f"{mark} {info.run}  {info.records} records{flag}  {safe(info.task)}{where}")
 
@@ -172,8 +160,3 @@ def runs(as_json: bool) -> None:
 def _shown(text: str) -> str:
     """Text read from a log, safe on a terminal (no control characters)."""
     return text if text.isprintable() else repr(text)
-
-
-def _worktree(wt: tuple[str, str] | None) -> dict[str, str] | None:
-    """The worktree a run is bound to, as in the plan record (docs/format.md)."""
-    return None if wt is None else {"name": wt[0], "path": wt[1]}

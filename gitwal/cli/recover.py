@@ -11,7 +11,7 @@ from ..errors import EXIT_IN_DOUBT
 from ..prompt import render
 from ..records.model import calling_agent
 from ..wal import Wal
-from . import emit_json, handled
+from . import commands_to_stderr, emit_json, handled
 from .options import JSON, RUN
 
 
@@ -24,8 +24,9 @@ from .options import JSON, RUN
 @handled
 def recover(run_id: str | None, redo: bool, restore: bool, as_json: bool) -> None:
     """Decide every open intent, repair, and print the resume prompt."""
-    report = Wal(".").recover(run_id, redo=redo, restore=restore,
-                               inside=calling_agent(os.environ))
+    with commands_to_stderr(as_json):  # a redone step's output stays out of the JSON
+        report = Wal(".").recover(run_id, redo=redo, restore=restore,
+                                   inside=calling_agent(os.environ))
     if as_json:
         data = report.to_dict()
         data["prompt"] = render(report)

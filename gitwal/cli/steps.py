@@ -7,9 +7,9 @@ from typing import Any
 
 import click
 
-from ..run import StepResult
+from ..run import Run, StepResult
 from ..wal import Wal
-from . import emit_json, handled
+from . import commands_to_stderr, emit_json, handled
 from .options import CHECK, JSON, RUN, STEP, TIMEOUT, WAIT
 
 
@@ -24,15 +24,17 @@ def begin(task: str, run_id: str | None, steps: tuple[str, ...], as_json: bool) 
     """Start a run: write its plan and make it current; prints the run id."""
     run = Wal(".").begin(task=task, run_id=run_id, steps=steps)
     if as_json:
-        emit_json({"run": run.id, "ref": run.store.ref_name})
+        emit_json({"run": run.id, "ref": run.store.ref_name, "task": task,
+                   "steps": list(steps)})
     else:
         click.echo(run.id)
 
 
-def _report(result: StepResult, as_json: bool) -> None:
+def _report(run: Run, result: StepResult, step: int | None, as_json: bool) -> None:
     if as_json:
-        emit_json({"lsn": result.lsn, "tool": result.tool, "target": list(result.target),
-                   "status": result.status, "post": list(result.post)})
+        emit_json({"run": run.id, "lsn": result.lsn, "tool": result.tool,
+                   "target": list(result.target), "step": step, "status": result.status,
+                   "post": list(result.post)})
     else:
         click.echo(f"LSN {result.lsn} {result.tool} {' '.join(result.target)}: "
                    f"{result.status}")
@@ -56,8 +58,10 @@ def apply(ctx: click.Context, run_id: str | None, check: str | None, timeout: fl
 def _apply(ctx: click.Context, tool: str, **args: Any) -> None:
     opts = ctx.obj
     run = Wal(".").run(opts["run"], wait_timeout=opts["wait"])
-    _report(run.apply(tool, check=opts["check"], step=opts["step"], timeout=opts["timeout"],
-                      **args), opts["json"])
+    with commands_to_stderr(opts["json"]):  # a --check's output stays out of the JSON
+        result = run.apply(tool, check=opts["check"], step=opts["step"],
+                           timeout=opts["timeout"], **args)
+    _report(run, result, opts["step"], opts["json"])
 
 
 @apply.command("write-file")
@@ -146,5 +150,9 @@ def exec_(run_id: str | None, check: str | None, timeout: float | None, idempote
           as_json: bool, argv: tuple[str, ...]) -> None:
     """Run a shell command as a logged step (snapshots before and after)."""
     run = Wal(".").run(run_id, wait_timeout=wait_timeout)
-    _report(run.exec(list(argv), check=check, idempotent=idempotent, step=step,
-                     timeout=timeout, watch=watch), as_json)
+    # Under --json the command's (and the check's) stdout goes to stderr: the
+    # JSON document is all that stdout carries (docs/json.md, "exec").
+    with commands_to_stderr(as_json):
+        result = run.exec(list(argv), check=check, idempotent=idempotent, step=step,
+                          timeout=timeout, watch=watch)
+    _report(run, result, step, as_json)

@@ -28,6 +28,7 @@ from typing import Any
 import pygit2
 
 from .. import checkpoint as cp
+from .. import documents
 from ..errors import StepFailed, ToolRefused, UnknownRun, WalError
 from ..ids import Lsn, RunId, TreeId
 from ..prompt import render
@@ -89,8 +90,7 @@ def isolate_stderr() -> None:
 
 def refusal(e: WalError, extra: dict[str, Any] | None = None) -> Reply:
     text = f"error: {e.message}" + (f"\nhint: {e.hint}" if e.hint else "")
-    data: dict[str, Any] = {"error": e.message, "hint": e.hint, "exit_code": e.exit_code,
-                            "kind": type(e).__name__}
+    data = documents.wal_error(e)  # the shape `--json` prints (docs/json.md, "Errors")
     data.update(extra or {})
     if data.get("output"):
         text += f"\n--- output (last {OUTPUT_TAIL} characters) ---\n{data['output']}"
@@ -246,10 +246,8 @@ class Host:
             if st.open:
                 text += (f"\nopen intents: {', '.join(map(str, st.open))}: call `recover` "
                          "before any other change")
-            return Reply(True, text, {
-                "run": st.run, "task": st.task, "records": st.records,
-                "committed": list(st.committed), "aborted": list(st.aborted),
-                "open": list(st.open), "next_lsn": st.next_lsn, "checkpoint": st.checkpoint})
+            # The same document as `git wal status --json` (docs/json.md).
+            return Reply(True, text, documents.status(st))
 
         return self._serialized(work)
 

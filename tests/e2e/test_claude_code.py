@@ -52,7 +52,7 @@ PROMPT = f"Rename {OLD} to {NEW} everywhere under src/, one file at a time."
 
 
 def the_run(repo: Path, env: dict[str, str]) -> str:
-    rows = [json.loads(x) for x in git_wal(repo, "runs", "--json", env=env).stdout.splitlines()]
+    rows = json.loads(git_wal(repo, "runs", "--json", env=env).stdout)
     assert len(rows) == 1, rows
     return str(rows[0]["run"])
 
@@ -86,7 +86,7 @@ def committed_per_path(recs: list[dict[str, Any]]) -> dict[str, int]:
     out: dict[str, int] = {}
     for r in recs:
         if r["type"] == "intent" and closed.get(r["lsn"], {}).get("type") == "commit":
-            for path in ([r["target"]] if isinstance(r["target"], str) else r["target"]):
+            for path in r["target"]:
                 out[path] = out.get(path, 0) + 1
     return out
 
@@ -146,7 +146,7 @@ def test_rename_killed_mid_run_resumes_exactly_where_the_log_says(
         try:
             if moment == "at-pre-tool-use":
                 wait_until(entered.exists, WAIT, f"the Edit of {victim} at PreToolUse", proc)
-                wait_until(lambda: (open_intent(repo, env) or {}).get("target") == victim,
+                wait_until(lambda: (open_intent(repo, env) or {}).get("target") == [victim],
                            WAIT, f"gitwal's intent for {victim}", proc)
             else:
                 wait_until(lambda: (repo / victim).read_text() != files[victim], WAIT,
@@ -204,7 +204,7 @@ def test_rename_killed_mid_run_resumes_exactly_where_the_log_says(
     closed = closing(recs)
     for r in recs:
         if r["type"] == "intent" and closed.get(r["lsn"], {}).get("type") == "commit":
-            assert call_of(r) == asked[str(repo / r["target"])][-1], r
+            assert call_of(r) == asked[str(repo / r["target"][0])][-1], r
     assert recs[-1]["type"] != "intent"
 
     # The final tree is the one an uninterrupted session leaves.
