@@ -53,10 +53,14 @@ def test_install_merges_and_is_idempotent(repo: Path) -> None:
     assert first["model"] == "opus" and first["permissions"] == USER_SETTINGS["permissions"]
     assert commands(first, "PreToolUse")[0] == "./block-rm.sh"
     ours = commands(first, "PreToolUse")[1]
-    assert "gitwal" in ours and ours.endswith(" claude")
+    assert ours == inst.hook_command("claude", blocking=True)
     assert commands(first, "Notification") == ["notify-send hi"]
-    for event in ("PostToolUse", "PostToolUseFailure", "SessionStart", "PreCompact", "Stop"):
-        assert ours in commands(first, event)
+    # An event that can refuse a call fails closed without gitwal (exit 2); the
+    # others report it without blocking (an exit 2 at Stop would keep the agent going).
+    assert inst.hook_command("claude", blocking=False) != ours
+    for event, blocking in (("PostToolUse", False), ("PostToolUseFailure", False),
+                            ("SessionStart", False), ("PreCompact", True), ("Stop", False)):
+        assert inst.hook_command("claude", blocking=blocking) in commands(first, event)
     pre = first["hooks"]["PreToolUse"][1]
     assert pre["matcher"] == "Edit|MultiEdit|Write|NotebookEdit|Bash|PowerShell"
     assert "matcher" not in first["hooks"]["SessionStart"][0]
@@ -184,10 +188,11 @@ def test_codex_and_gemini_get_exactly_the_shipped_definitions(
     assert [(c["event"], c["action"]) for c in out["changes"]] == [
         (e, "added") for e in shipped["hooks"]]
     written = json.loads((repo / rel).read_text())
-    command = handlers(written)[0]["command"]
-    assert command.endswith(f" {agent}") and inst.is_ours(handlers(written)[0], agent)
-    for h in handlers(shipped):
-        h["command"] = command
+    assert all(inst.is_ours(h, agent) for h in handlers(written))
+    for event, groups in shipped["hooks"].items():
+        for g in groups:
+            for h in g["hooks"]:
+                h["command"] = inst.hook_command(agent, blocking=event in adapter.BLOCKING)
     assert written == shipped
 
 

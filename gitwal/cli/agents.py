@@ -70,17 +70,20 @@ def install_(agent: str, scope: str, in_process: bool, with_mcp: bool, as_json: 
     """Add gitwal's hooks to AGENT's settings (idempotent; other hooks are kept)."""
     mcp_file = _mcp_file(agent, scope) if with_mcp else None
     t = _target(agent, scope)
-    command = inst.hook_command(agent, fast=not in_process)
-    changes = inst.install(t, inst.groups(agent, command))
+    notes: list[str] = []
+    changes = inst.install(t, inst.install_groups(agent, fast=not in_process), notes)
     if mcp_file is not None:
         from ..mcp.config import merge_mcp_json
 
         added = merge_mcp_json(mcp_file)
         changes.append(inst.Change(".mcp.json gitwal server", "added" if added else "unchanged"))
     _show(t, changes, as_json)
-    note = adapter(agent).INSTALL_NOTE
-    if note and not as_json:
-        click.echo(note)
+    missing = inst.missing_launcher(fast=not in_process)
+    for note in notes + ([missing] if missing else []):
+        click.echo(f"warning: {note}", err=True)
+    if not as_json:
+        for step in inst.next_steps(agent, scope):
+            click.echo(step)
 
 
 @click.command("uninstall")
@@ -93,7 +96,10 @@ def uninstall_(agent: str, scope: str, with_mcp: bool, as_json: bool) -> None:
     """Remove exactly gitwal's hooks from AGENT's settings (--mcp: and its MCP entry)."""
     mcp_file = _mcp_file(agent, scope) if with_mcp else None
     t = _target(agent, scope)
-    changes = inst.uninstall(t)
+    notes: list[str] = []
+    changes = inst.uninstall(t, notes)
+    for note in notes:
+        click.echo(f"warning: {note}", err=True)
     if mcp_file is not None:
         from ..mcp.config import remove_from_mcp_json
 
