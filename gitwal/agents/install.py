@@ -128,12 +128,33 @@ def install_groups(agent: str, fast: bool = True) -> Groups:
     """What ``install`` merges: the adapter's groups, each handler running
     :func:`hook_command` for its event (blocking or not)."""
     blocking = adapter(agent).BLOCKING
-    out: dict[str, Any] = {}
-    for event, group in groups(agent, COMMAND).items():
-        command = hook_command(agent, fast, event in blocking)
-        text = json.dumps(group).replace(json.dumps(COMMAND), json.dumps(command))
-        out[event] = json.loads(text)
-    return out
+    return {event: _with_command(group, hook_command(agent, fast, event in blocking))
+            for event, group in groups(agent, COMMAND).items()}
+
+
+def plugin_command(blocking: bool = True) -> str:
+    """The Claude Code plugin's command (hooks/claude-code): its own copy of the
+    client, run by the ``python3`` on PATH, finding ``git-wal`` on PATH. The
+    client refuses a blocking call when ``git-wal`` cannot be run; this wrapper
+    does the same when ``python3`` itself cannot (exit 126 or 127)."""
+    code = 2 if blocking else 1
+    what = ("so this call cannot be logged and is refused" if blocking
+            else "so this hook call was not logged")
+    return ("sh -c 'python3 -S -E \"${CLAUDE_PLUGIN_ROOT}/scripts/gitwal_client.py\" claude "
+            "--git-wal git-wal; r=$?; case $r in 126|127) echo \"gitwal: python3 could not be "
+            f"started (exit $r), {what}. Install Python 3 and gitwal (pipx install gitwal), "
+            f"or disable the gitwal plugin.\" >&2; exit {code};; esac; exit $r'")
+
+
+def plugin_groups() -> Groups:
+    """The hooks of the Claude Code plugin (hooks/claude-code/hooks/hooks.json)."""
+    blocking = adapter("claude").BLOCKING
+    return {event: _with_command(group, plugin_command(event in blocking))
+            for event, group in groups("claude", COMMAND).items()}
+
+
+def _with_command(group: Any, command: str) -> Any:
+    return json.loads(json.dumps(group).replace(json.dumps(COMMAND), json.dumps(command)))
 
 
 # A handler gitwal wrote before its commands were portable: an absolute path
