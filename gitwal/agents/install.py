@@ -280,9 +280,12 @@ def strip(data: dict[str, Any], agent: str, path: Path) -> dict[str, list[Any]]:
 
 
 
-def install(t: Target, groups: Groups, notes: list[str] | None = None) -> list[Change]:
+def install(t: Target, groups: Groups, notes: list[str] | None = None,
+            mcp: bool = False) -> list[Change]:
     """Merge ``groups`` (event -> a matcher group, or a list of them) into the
-    target's file; what the user should know (a backup) is added to ``notes``."""
+    target's file, and with ``mcp`` gitwal's MCP server into its ``mcpServers``
+    (Gemini CLI's settings hold both); what the user should know (a backup) is
+    added to ``notes``."""
     data, commented = read(t.path, jsonc=t.agent in JSONC)
     before = json.dumps(data, sort_keys=True)
     removed = strip(data, t.agent, t.path)
@@ -295,19 +298,38 @@ def install(t: Target, groups: Groups, notes: list[str] | None = None) -> list[C
         action = "added" if not old else "unchanged" if old == new else "updated"
         changes.append(Change(event, action))
     changes += [Change(e, "removed") for e in removed if e not in groups]
+    if mcp:
+        from ..mcp.config import merge_into
+
+        _check_servers(data, t.path)
+        added = merge_into(data)
+        changes.append(Change(f"{t.path.name} gitwal server", "added" if added else "unchanged"))
     if json.dumps(data, sort_keys=True) != before or not t.path.exists():
         _store(t, data, commented, notes)
     return changes
 
 
-def uninstall(t: Target, notes: list[str] | None = None) -> list[Change]:
+def _check_servers(data: dict[str, Any], path: Path) -> None:
+    if not isinstance(data.get("mcpServers", {}), dict):
+        raise SettingsError(f"{path}: \"mcpServers\" is not an object",
+                            "fix the file by hand; gitwal does not rewrite it")
+
+
+def uninstall(t: Target, notes: list[str] | None = None, mcp: bool = False) -> list[Change]:
     if not t.path.exists():
         return []
     data, commented = read(t.path, jsonc=t.agent in JSONC)
     removed = strip(data, t.agent, t.path)
-    if removed:
+    changes = [Change(e, "removed") for e in removed]
+    if mcp:
+        from ..mcp.config import remove_from
+
+        _check_servers(data, t.path)
+        if remove_from(data):
+            changes.append(Change(f"{t.path.name} gitwal server", "removed"))
+    if changes:
         _store(t, data, commented, notes)
-    return [Change(e, "removed") for e in removed]
+    return changes
 
 
 def next_steps(agent: str, scope: str) -> list[str]:
