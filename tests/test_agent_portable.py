@@ -245,3 +245,23 @@ def test_a_project_install_works_in_another_environment_and_fails_closed_without
     assert r.returncode == 2, r.stderr
     assert "git-wal-hook could not be started (exit 127)" in r.stderr
     assert calls(repo) == ["toolu_1", "toolu_2"]
+
+
+@pytest.mark.parametrize("shell", ["sh", "bash", "zsh"])
+def test_every_shell_an_agent_uses_reads_the_command_alike(repo: Path, shell: str) -> None:
+    # Claude Code and Gemini CLI run `bash -c`, Codex `$SHELL -lc` (zsh, fish, ...).
+    found = shutil.which(shell)
+    if found is None:
+        pytest.skip(f"{shell} is not installed")
+    bare = repo.parent / "bare"  # the agent's PATH holds the shells and no gitwal
+    bare.mkdir()
+    for name in ("sh", shell):
+        if not (bare / name).exists():
+            (bare / name).symlink_to(shutil.which(name) or name)
+    for blocking, code in ((True, 2), (False, 1)):
+        command = inst.hook_command("codex", blocking=blocking)
+        r = subprocess.run([found, "-c", command], cwd=repo, input="{}", text=True,
+                           capture_output=True, env={**os.environ, "PATH": str(bare)})
+        assert r.returncode == code, r.stderr
+        assert r.stderr.startswith("gitwal: git-wal-hook is not on PATH, so this")
+        assert r.stderr.rstrip().endswith("(git wal uninstall codex).")
