@@ -19,6 +19,7 @@ import pytest
 
 from gitwal.agents import install as inst
 from gitwal.agents import launch
+from gitwal.agents.jsonc import strip_comments
 
 from .conftest import ok, wal
 from .test_agent_payloads import claude, claude_run, claude_tool, wal_log
@@ -92,24 +93,42 @@ GEMINI_WITH_COMMENTS = """{
 """
 
 
-def test_gemini_settings_with_comments_are_merged_and_the_original_kept(repo: Path) -> None:
+def test_gemini_settings_keep_their_comments_through_install_and_uninstall(repo: Path) -> None:
     path = repo / ".gemini" / "settings.json"
     path.parent.mkdir()
     path.write_text(GEMINI_WITH_COMMENTS)
-    proc = wal(repo, "install", "gemini")
-    assert proc.returncode == 0, proc.stderr
-    data = json.loads(path.read_text())
+    proc = wal(repo, "install", "gemini", "--mcp")
+    assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr
+    text = path.read_text()
+    # Only gitwal's members were added: every byte of the user's file is still there.
+    head = GEMINI_WITH_COMMENTS.rstrip()[:-1].rstrip()
+    assert text.startswith(head + ",\n") and text.endswith("}\n")
+    data = json.loads(strip_comments(text)[0])
     assert data["model"] == {"name": "gemini-2.5-pro"}
     assert data["docs"] == "https://example.com/a//b /* not a comment */"
     assert all(inst.is_ours(h, "gemini") for h in handlers(data))
+    assert data["mcpServers"] == {"gitwal": {"command": "git-wal", "args": ["mcp"]}}
+    again = wal(repo, "install", "gemini", "--mcp")
+    assert again.returncode == 0 and path.read_text() == text
+    ok(repo, "uninstall", "gemini", "--mcp")
+    assert path.read_text() == GEMINI_WITH_COMMENTS
+    assert sorted(p.name for p in path.parent.iterdir()) == ["settings.json"]
+
+
+def test_gemini_comments_inside_what_changes_are_kept_in_a_backup(repo: Path) -> None:
+    path = repo / ".gemini" / "settings.json"
+    path.parent.mkdir()
+    original = ('{"hooks": {"AfterTool": [ // my formatter\n'
+                '  {"hooks": [{"type": "command", "command": "fmt"}]}]}}\n')
+    path.write_text(original)
+    proc = wal(repo, "install", "gemini")
+    assert proc.returncode == 0, proc.stderr
     backup = path.with_name("settings.json.gitwal-backup")
-    assert backup.read_text() == GEMINI_WITH_COMMENTS
+    assert backup.read_text() == original
     assert f"the original is {backup}" in proc.stderr
-    # Written without comments: the next install neither needs nor makes a backup.
-    ok(repo, "uninstall", "gemini")
-    assert sorted(p.name for p in path.parent.iterdir()) == ["settings.json",
-                                                            "settings.json.gitwal-backup"]
-    # What does not parse even without its comments is refused, not rewritten.
+    data = json.loads(path.read_text())
+    assert data["hooks"]["AfterTool"][0] == {"hooks": [{"type": "command", "command": "fmt"}]}
+    # A file that does not parse even without its comments is refused, not rewritten.
     path.write_text('{"a": 1,} // trailing comma\n')
     bad = wal(repo, "install", "gemini")
     assert bad.returncode == 1 and "not valid JSON with comments" in bad.stderr
@@ -265,3 +284,24 @@ def test_every_shell_an_agent_uses_reads_the_command_alike(repo: Path, shell: st
         assert r.returncode == code, r.stderr
         assert r.stderr.startswith("gitwal: git-wal-hook is not on PATH, so this")
         assert r.stderr.rstrip().endswith("(git wal uninstall codex).")
+
+
+def test_jsonc_edit_rewrites_only_what_changes_and_keeps_every_comment() -> None:
+    from gitwal.agents.jsonc import edit
+
+    text = '{\n  "a": 1, // one\n  /* two */ "b": [2],\n  "c": {"d": 3} // three\n}\n'
+    old = {"a": 1, "b": [2], "c": {"d": 3}}
+    for new in ({"a": 1, "b": [2], "c": {"d": 3}, "e": 5}, {"a": 1, "c": {"d": 3}},
+                {"a": 1, "b": [2]}, {"b": [2], "c": {"d": 3}}, {"a": 9, "b": [2], "c": {"d": 3}}):
+        out = edit(text, old, new)
+        assert out is not None, new
+        assert json.loads(strip_comments(out)[0]) == new
+        for comment in ("// one", "/* two */", "// three"):
+            assert comment in out, (new, out)
+        if "e" in new:  # what install adds, uninstall takes out to the byte
+            assert edit(out, new, old) == text
+    # A comment inside a member that changes cannot be kept in place: None.
+    assert edit('{"a": [1, // x\n 2]}', {"a": [1, 2]}, {"a": [3]}) is None
+    # A key twice: which one the agent reads is not for gitwal to guess.
+    assert edit('{"a": 1, "a": 2}', {"a": 2}, {"a": 2, "b": 1}) is None
+    assert edit("[1] // not an object", {}, {"a": 1}) is None

@@ -33,7 +33,7 @@ from ..durable import atomic_write, create_new, makedirs_durable
 from ..errors import WalError
 from . import launch
 from .adapter import Groups, adapter
-from .jsonc import strip_comments
+from .jsonc import edit, strip_comments
 
 
 class SettingsError(WalError):
@@ -231,11 +231,20 @@ def back_up(path: Path) -> Path:
 
 
 def _store(t: Target, data: dict[str, Any], commented: bool, notes: list[str] | None) -> None:
-    if commented:  # JSON cannot keep them: the original stays whole beside it
+    if commented:
+        # Only the members that change are rewritten, so the comments stay
+        # (jsonc.edit); when that cannot be done, the original stays whole
+        # beside the rewritten file.
+        text = t.path.read_text(encoding="utf-8")
+        edited = edit(text, read(t.path, jsonc=True)[0], data)
+        if edited is not None:
+            mode = t.path.stat().st_mode & 0o777
+            atomic_write(t.path, edited.encode("utf-8"), mode, tag="gitwal")
+            return
         backup = back_up(t.path)
         if notes is not None:
-            notes.append(f"{t.path} held comments, which JSON cannot keep: the file was "
-                         f"rewritten without them; the original is {backup}")
+            notes.append(f"{t.path} held comments that could not be kept in place: the file "
+                         f"was rewritten without them; the original is {backup}")
     save(t.path, data)
 
 
