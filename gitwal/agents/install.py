@@ -10,7 +10,12 @@ Install removes gitwal's handlers first and then appends one matcher group
 per event, so running it twice changes nothing; every other key, event, group
 and handler of the file stays as it was (and in its order). A handler is
 gitwal's when its command runs gitwal's hook entry point for that agent
-(:func:`is_ours`). Files are replaced atomically.
+(:func:`is_ours`). Files are replaced atomically; Gemini CLI's, which may
+hold comments, are edited in place where they do (jsonc.py).
+
+Every handler runs :func:`hook_command` for its event: a ``sh -c`` string
+with no path of this machine in it, so a committed settings file works for
+every teammate (launch.py runs the client fast from PATH).
 
 The entries come from the agent's adapter (``Adapter.groups``). For Codex
 and Gemini CLI the same entries ship as data, ``hooks/codex/hooks.json`` and
