@@ -148,10 +148,10 @@ def test_action_installs_gitwal_from_its_own_checkout(tmp_path: Path) -> None:
     origin, _agent, run = _agent_pushes_a_run(tmp_path)
     # The action's checkout: what `uses: <owner>/gitwal@<ref>` puts on the runner.
     action = tmp_path / "action"
-    for name in ("action.yml", "pyproject.toml", "README.md", ".ci/action-verify.sh"):
+    for name in ("action.yml", "pyproject.toml", "README.md", "LICENSE", ".ci/action-verify.sh"):
         (action / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, action / name)
-    for package in ("gitwal", "hooks"):  # hooks/ ships as gitwal._hooks
+    for package in ("gitwal", "hooks", "man"):  # hooks/ ships as gitwal._hooks
         shutil.copytree(ROOT / package, action / package,
                         ignore=shutil.ignore_patterns("__pycache__"))
     # pip builds the action's checkout as on a runner (the build backend comes

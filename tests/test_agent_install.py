@@ -53,10 +53,14 @@ def test_install_merges_and_is_idempotent(repo: Path) -> None:
     assert first["model"] == "opus" and first["permissions"] == USER_SETTINGS["permissions"]
     assert commands(first, "PreToolUse")[0] == "./block-rm.sh"
     ours = commands(first, "PreToolUse")[1]
-    assert "gitwal" in ours and ours.endswith(" claude")
+    assert ours == inst.hook_command("claude", blocking=True)
     assert commands(first, "Notification") == ["notify-send hi"]
-    for event in ("PostToolUse", "PostToolUseFailure", "SessionStart", "PreCompact", "Stop"):
-        assert ours in commands(first, event)
+    # An event that can refuse a call fails closed without gitwal (exit 2); the
+    # others report it without blocking (an exit 2 at Stop would keep the agent going).
+    assert inst.hook_command("claude", blocking=False) != ours
+    for event, blocking in (("PostToolUse", False), ("PostToolUseFailure", False),
+                            ("SessionStart", False), ("PreCompact", True), ("Stop", False)):
+        assert inst.hook_command("claude", blocking=blocking) in commands(first, event)
     pre = first["hooks"]["PreToolUse"][1]
     assert pre["matcher"] == "Edit|MultiEdit|Write|NotebookEdit|Bash|PowerShell"
     assert "matcher" not in first["hooks"]["SessionStart"][0]
@@ -184,12 +188,81 @@ def test_codex_and_gemini_get_exactly_the_shipped_definitions(
     assert [(c["event"], c["action"]) for c in out["changes"]] == [
         (e, "added") for e in shipped["hooks"]]
     written = json.loads((repo / rel).read_text())
-    command = handlers(written)[0]["command"]
-    assert command.endswith(f" {agent}") and inst.is_ours(handlers(written)[0], agent)
-    for h in handlers(shipped):
-        h["command"] = command
+    assert all(inst.is_ours(h, agent) for h in handlers(written))
+    for event, groups in shipped["hooks"].items():
+        for g in groups:
+            for h in g["hooks"]:
+                h["command"] = inst.hook_command(agent, blocking=event in adapter.BLOCKING)
     assert written == shipped
 
 
 def handlers(data: dict[str, Any]) -> list[dict[str, Any]]:
     return [h for groups in data["hooks"].values() for g in groups for h in g["hooks"]]
+
+
+CODEX_CONFIG = """# my Codex settings
+model = "gpt-5-codex"  # the model I use
+
+[mcp_servers.db]
+command = "db-mcp"   # keep me
+args = ["-v"]
+
+[projects."/src/x"]
+trust_level = "trusted"
+"""
+
+
+@pytest.mark.parametrize("scope", ["project", "user"])
+def test_install_codex_mcp_edits_config_toml_and_keeps_its_comments(
+        repo: Path, scope: str) -> None:
+    import tomllib
+
+    base = repo if scope == "project" else Path(os.environ["HOME"])
+    config = base / ".codex" / "config.toml"
+    config.parent.mkdir(exist_ok=True)
+    config.write_text(CODEX_CONFIG)
+    out = json.loads(ok(repo, "install", "codex", "--scope", scope, "--mcp", "--json"))
+    assert {"event": "config.toml gitwal server", "action": "added"} in out["changes"]
+    text = config.read_text()
+    # Every byte of the user's file stays, comments included; gitwal's table is added.
+    assert text.replace('[mcp_servers.gitwal]\ncommand = "git-wal"\nargs = ["mcp"]\n',
+                        "") == CODEX_CONFIG
+    assert tomllib.loads(text)["mcp_servers"] == {
+        "db": {"command": "db-mcp", "args": ["-v"]},
+        "gitwal": {"command": "git-wal", "args": ["mcp"]}}
+    again = json.loads(ok(repo, "install", "codex", "--scope", scope, "--mcp", "--json"))
+    assert {"event": "config.toml gitwal server", "action": "unchanged"} in again["changes"]
+    assert config.read_text() == text
+    out = json.loads(ok(repo, "uninstall", "codex", "--scope", scope, "--mcp", "--json"))
+    assert {"event": "config.toml gitwal server", "action": "removed"} in out["changes"]
+    assert config.read_text() == CODEX_CONFIG
+
+
+def test_install_codex_mcp_creates_the_file_and_refuses_bad_toml(repo: Path) -> None:
+    import tomllib
+
+    ok(repo, "install", "codex", "--mcp")
+    config = repo / ".codex" / "config.toml"
+    assert tomllib.loads(config.read_text()) == {
+        "mcp_servers": {"gitwal": {"command": "git-wal", "args": ["mcp"]}}}
+    ok(repo, "uninstall", "codex", "--mcp")
+    assert tomllib.loads(config.read_text()) == {}
+    config.write_text("model = \n")
+    proc = wal(repo, "install", "codex", "--mcp")
+    assert proc.returncode == 1 and "is not valid TOML" in proc.stderr
+    assert config.read_text() == "model = \n"
+
+
+def test_install_gemini_mcp_registers_the_server_in_its_settings(repo: Path) -> None:
+    path = repo / ".gemini" / "settings.json"
+    path.parent.mkdir()
+    user = {"mcpServers": {"db": {"command": "db-mcp"}}, "theme": "dark"}
+    path.write_text(json.dumps(user))
+    out = json.loads(ok(repo, "install", "gemini", "--mcp", "--json"))
+    assert {"event": "settings.json gitwal server", "action": "added"} in out["changes"]
+    data = json.loads(path.read_text())
+    assert data["mcpServers"] == {"db": {"command": "db-mcp"},
+                                  "gitwal": {"command": "git-wal", "args": ["mcp"]}}
+    assert data["hooks"]["BeforeTool"]
+    ok(repo, "uninstall", "gemini", "--mcp")
+    assert json.loads(path.read_text()) == user

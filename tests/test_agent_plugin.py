@@ -9,31 +9,33 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gitwal.agents import claude, plugin_client
+from gitwal.agents import install as inst
+from gitwal.agents import plugin_client
 from gitwal.mcp.config import mcp_json_document
 
 from .test_agent_payloads import claude_run, claude_tool, wal_log
 
 PLUGIN = Path(__file__).resolve().parent.parent / "hooks" / "claude-code"
-COMMAND = 'python3 -S -E "${CLAUDE_PLUGIN_ROOT}/scripts/gitwal_client.py" claude --git-wal git-wal'
+COMMAND = inst.plugin_command(blocking=True)  # PreToolUse's
 
 
 def test_the_plugin_declares_the_installed_hooks() -> None:
     manifest = json.loads((PLUGIN / ".claude-plugin" / "plugin.json").read_text())
     assert manifest["name"] == "gitwal"
     hooks = json.loads((PLUGIN / "hooks" / "hooks.json").read_text())["hooks"]
-    assert hooks == claude.groups(COMMAND)
+    assert hooks == inst.plugin_groups()
+    assert hooks["PreToolUse"][0]["hooks"][0]["command"] == COMMAND
     # The client is generated from the package's (`python -m gitwal.agents.plugin_client`).
     assert (PLUGIN / "scripts" / "gitwal_client.py").read_text() == plugin_client.generate()
     # ... and registers the MCP server exactly as `git wal install claude --mcp` does.
     assert json.loads((PLUGIN / ".mcp.json").read_text()) == mcp_json_document()
 
 
-def run_plugin_hook(repo: Path, payload: dict[str, object],
-                    path: str) -> subprocess.CompletedProcess[str]:
+def run_plugin_hook(repo: Path, payload: dict[str, object], path: str,
+                    command: str = COMMAND) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CLAUDE_PLUGIN_ROOT": str(PLUGIN), "PATH": path,
            "GITWAL_NO_SERVER": "1"}
-    return subprocess.run(["sh", "-c", COMMAND], cwd=repo, input=json.dumps(payload),
+    return subprocess.run(["/bin/sh", "-c", command], cwd=repo, input=json.dumps(payload),
                           capture_output=True, text=True, env=env)
 
 
@@ -54,3 +56,21 @@ def test_the_plugin_hook_refuses_a_call_when_gitwal_is_missing(repo: Path) -> No
     r = run_plugin_hook(repo, claude_tool(repo, "PreToolUse", "Write", write, "toolu_p"),
                         f"{bare}{os.pathsep}/usr/bin:/bin")
     assert r.returncode == 2 and "is gitwal installed" in r.stderr, r.stderr
+
+
+def test_the_plugin_hook_refuses_a_call_when_python3_is_missing(repo: Path) -> None:
+    empty = repo.parent / "only-sh"  # sh, and no python3: exit 127 becomes a refusal
+    empty.mkdir()
+    (empty / "sh").symlink_to("/bin/sh")
+    write = {"file_path": str(repo / "n.txt"), "content": "n\n"}
+    r = run_plugin_hook(repo, claude_tool(repo, "PreToolUse", "Write", write, "toolu_p"),
+                        str(empty))
+    assert r.returncode == 2, r.stderr
+    assert "python3 could not be started (exit 127), so this call cannot be logged" in r.stderr
+    stop = inst.plugin_command(blocking=False)
+    r = run_plugin_hook(repo, {"hook_event_name": "Stop", "session_id": "s", "cwd": str(repo)},
+                        str(empty), stop)
+    assert r.returncode == 1 and "so this hook call was not logged" in r.stderr
+    assert not (repo / "n.txt").exists()
+    assert "claude-" not in subprocess.run([sys.executable, "-m", "gitwal", "runs"], cwd=repo,
+                                           capture_output=True, text=True).stdout

@@ -65,7 +65,7 @@ def command(repo: Path) -> str:
     ok(repo, "install", "claude", "--scope", "local")
     data = json.loads((repo / ".claude" / "settings.local.json").read_text())
     cmd = data["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
-    assert isinstance(cmd, str) and "client.py" in cmd
+    assert isinstance(cmd, str) and "git-wal-hook" in cmd
     return cmd
 
 

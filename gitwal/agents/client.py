@@ -1,9 +1,10 @@
 """The hook command agents run: a thin, stdlib-only client (no gitwal import).
 
-Run as ``python -S -E .../gitwal/agents/client.py AGENT`` (what ``git wal
-install`` writes), it costs an interpreter start and a socket round trip: the
-work happens in a long-lived server for the repository (server.py), started
-on demand. The WAL rule holds on every path: if no server can be reached
+Run as ``python -S -E .../gitwal/agents/hook_client.py AGENT`` (what the
+command ``git wal install`` writes runs, from the launch cache: launch.py), or
+by the ``git-wal-hook`` console script, it costs an interpreter start and a
+socket round trip: the work happens in a long-lived server for the repository
+(server.py), started on demand. The WAL rule holds on every path: if no server can be reached
 (or its socket is not safely ours), the client runs the hook in a process of
 its own (``python -m gitwal hook AGENT``), which logs before it answers.
 
@@ -132,6 +133,11 @@ def start_server(run: list[str], gitdir: str) -> None:
                      stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
 
 
+def blocking(payload: bytes) -> bool:
+    """Whether the call can be refused (its event is one that blocks)."""
+    return any(b'"%s"' % ev.encode() in payload for ev in BLOCKING_EVENTS)
+
+
 def in_process(run: list[str], agent: str, payload: bytes, why: str) -> int:
     import subprocess
 
@@ -142,10 +148,17 @@ def in_process(run: list[str], agent: str, payload: bytes, why: str) -> int:
         # rule), anything else goes on with a non-blocking error.
         sys.stderr.write(f"gitwal: cannot run {run[0]} ({e}); is gitwal installed? The "
                          "hook could not log this call.\n")
-        blocking = any(b'"%s"' % ev.encode() in payload for ev in BLOCKING_EVENTS)
-        return 2 if blocking else 1
+        return 2 if blocking(payload) else 1
     sys.stdout.buffer.write(proc.stdout)
     sys.stderr.buffer.write(proc.stderr)
+    if proc.returncode not in (0, 2) and blocking(payload) and (
+            b"No module named" in proc.stderr or b"Traceback (most recent call" in proc.stderr):
+        # gitwal itself could not run (a python without it, a broken install):
+        # the hook never decided, so a call about to change files is refused.
+        sys.stderr.write(f"gitwal: {run[0]} could not run gitwal's hook; the call was refused "
+                         "because it could not be logged. Reinstall gitwal (pipx reinstall "
+                         f"gitwal), or remove the hooks (git wal uninstall {agent}).\n")
+        return 2
     if why and proc.returncode == 0:
         sys.stderr.write(f"gitwal: ran the hook without its server: {why}\n")
     return proc.returncode

@@ -1,4 +1,4 @@
-"""The hook command's entry point (what `git wal install` writes): three lines.
+"""The fast path of the hook command (`git wal install`, launch.py): three lines.
 
 Python compiles the script it is given on every start but imports modules
 from their cached bytecode, so the client (client.py, imported from this

@@ -10,7 +10,12 @@ Install removes gitwal's handlers first and then appends one matcher group
 per event, so running it twice changes nothing; every other key, event, group
 and handler of the file stays as it was (and in its order). A handler is
 gitwal's when its command runs gitwal's hook entry point for that agent
-(:func:`is_ours`). Files are replaced atomically.
+(:func:`is_ours`). Files are replaced atomically; Gemini CLI's, which may
+hold comments, are edited in place where they do (jsonc.py).
+
+Every handler runs :func:`hook_command` for its event: a ``sh -c`` string
+with no path of this machine in it, so a committed settings file works for
+every teammate (launch.py runs the client fast from PATH).
 
 The entries come from the agent's adapter (``Adapter.groups``). For Codex
 and Gemini CLI the same entries ship as data, ``hooks/codex/hooks.json`` and
@@ -24,17 +29,16 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
-import sys
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..durable import atomic_write, makedirs_durable
+from ..durable import atomic_write, create_new, makedirs_durable
 from ..errors import WalError
+from . import launch
 from .adapter import Groups, adapter
-
-CLIENT = Path(__file__).with_name("hook_client.py")  # runs client.py from its bytecode
+from .jsonc import edit, strip_comments
 
 
 class SettingsError(WalError):
@@ -76,6 +80,8 @@ def target(agent: str, scope: str, top: Path) -> Target:
     return Target(agent, scope, root / rel)
 
 
+JSONC = ("gemini",)  # agents whose settings files may hold comments
+
 COMMAND = "@GITWAL_HOOK_COMMAND@"  # in a shipped definition: where the hook command goes
 
 
@@ -85,20 +91,81 @@ def groups(agent: str, command: str) -> Groups:
     return adapter(agent).groups(command)
 
 
-def hook_command(agent: str, fast: bool = True) -> str:
-    """The command an agent runs for every gitwal hook call of ``agent``.
+def hook_command(agent: str, fast: bool = True, blocking: bool = True) -> str:
+    """The command an agent runs for a gitwal hook of ``agent``: one ``sh -c``
+    string that names no path of this machine, so a committed settings file
+    works on every machine that has gitwal (docs/agents.md, "What install
+    writes").
 
-    Absolute paths, so it works whatever the agent's PATH holds. The fast
-    form runs the stdlib-only client (server.py does the work); the plain
-    form runs the whole hook in process.
+    The fast form looks ``git-wal-hook`` up on PATH and runs the client of that
+    install straight from the launch cache (launch.py), or through
+    ``git-wal-hook`` when the cache has no usable record for it; the in-process
+    form runs ``git-wal hook AGENT``. Without gitwal on PATH, or when it cannot
+    be started (exit 126 or 127: its python is gone), the command fails closed
+    for an event that can refuse a call (``blocking``: exit 2, which the agents
+    treat as a refusal) and with a visible non-blocking error (exit 1)
+    otherwise (an exit 2 at ``Stop`` would keep the agent going), and says
+    what to install or how to remove the hooks.
+
+    It runs under ``sh``, whatever shell the agent uses (Claude Code and
+    Gemini CLI use bash, Codex the user's login shell, which may be fish): the
+    text inside the single quotes holds no single quote and no backslash.
     """
-    python = shlex.quote(sys.executable)
-    if fast and CLIENT.is_file():
-        return f"{python} -S -E {shlex.quote(str(CLIENT))} {agent}"
-    return f"{python} -m gitwal hook {agent}"
+    code = 2 if blocking else 1
+    what = ("so this call cannot be logged and is refused" if blocking
+            else "so this hook call was not logged")
+    fix = (f"Install gitwal where this agent finds it (pipx install gitwal), "
+           f"or remove the gitwal hooks (git wal uninstall {agent}).")
+    name = "git-wal-hook" if fast else "git-wal"
+    found = (f'h=$(command -v {name}) || {{ echo "gitwal: {name} is not on PATH, {what}. '
+             f'{fix}" >&2; exit {code}; }}; ')
+    cached = ('f="${XDG_CACHE_HOME:-$HOME/.cache}/gitwal/' + launch.CACHE_NAME + '"; '
+              'if [ -f "$f" ]; then while IFS= read -r k <&3 && IFS= read -r p <&3 && '
+              'IFS= read -r c <&3; do [ "$k" = "$h" ] && [ -x "$p" ] && [ -f "$c" ] && '
+              f'exec "$p" -S -E "$c" {agent} 3<&-; done 3<"$f"; fi; ')
+    run = f'"$h" {agent}; ' if fast else f'"$h" hook {agent}; '
+    broken = (f'r=$?; case $r in 126|127) echo "gitwal: {name} could not be started '
+              f'(exit $r), {what}. {fix}" >&2; exit {code};; esac; exit $r')
+    return "sh -c '" + found + (cached if fast else "") + run + broken + "'"
 
 
-_OURS = re.compile(r"(?:client\.py['\"]?|gitwal['\"]? hook|git-wal['\"]? hook) (\w+)")
+def install_groups(agent: str, fast: bool = True) -> Groups:
+    """What ``install`` merges: the adapter's groups, each handler running
+    :func:`hook_command` for its event (blocking or not)."""
+    blocking = adapter(agent).BLOCKING
+    return {event: _with_command(group, hook_command(agent, fast, event in blocking))
+            for event, group in groups(agent, COMMAND).items()}
+
+
+def plugin_command(blocking: bool = True) -> str:
+    """The Claude Code plugin's command (hooks/claude-code): its own copy of the
+    client, run by the ``python3`` on PATH, finding ``git-wal`` on PATH. The
+    client refuses a blocking call when ``git-wal`` cannot be run; this wrapper
+    does the same when ``python3`` itself cannot (exit 126 or 127)."""
+    code = 2 if blocking else 1
+    what = ("so this call cannot be logged and is refused" if blocking
+            else "so this hook call was not logged")
+    return ("sh -c 'python3 -S -E \"${CLAUDE_PLUGIN_ROOT}/scripts/gitwal_client.py\" claude "
+            "--git-wal git-wal; r=$?; case $r in 126|127) echo \"gitwal: python3 could not be "
+            f"started (exit $r), {what}. Install Python 3 and gitwal (pipx install gitwal), "
+            f"or disable the gitwal plugin.\" >&2; exit {code};; esac; exit $r'")
+
+
+def plugin_groups() -> Groups:
+    """The hooks of the Claude Code plugin (hooks/claude-code/hooks/hooks.json)."""
+    blocking = adapter("claude").BLOCKING
+    return {event: _with_command(group, plugin_command(event in blocking))
+            for event, group in groups("claude", COMMAND).items()}
+
+
+def _with_command(group: Any, command: str) -> Any:
+    return json.loads(json.dumps(group).replace(json.dumps(COMMAND), json.dumps(command)))
+
+
+# A handler gitwal wrote before its commands were portable: an absolute path
+# to the client, or `python -m gitwal hook AGENT`.
+_OLD = re.compile(r"(?:client\.py['\"]?|gitwal['\"]? hook|git-wal['\"]? hook) (\w+)")
+_NEW = re.compile(r"\(git wal uninstall (\w+)\)\.")
 
 
 def is_ours(handler: Any, agent: str) -> bool:
@@ -107,27 +174,40 @@ def is_ours(handler: Any, agent: str) -> bool:
     command = handler.get("command")
     if not isinstance(command, str) or ("gitwal" not in command and "git-wal" not in command):
         return False
-    m = _OURS.search(command)
+    if command.startswith("sh -c '") and "git-wal" in command:
+        found = {m.group(1) for m in _NEW.finditer(command)}
+        return found == {agent}
+    m = _OLD.search(command)
     return m is not None and m.group(1) == agent
 
 
-def load(path: Path) -> dict[str, Any]:
+def read(path: Path, jsonc: bool = False) -> tuple[dict[str, Any], bool]:
+    """The settings object in ``path`` ({} when absent or empty), and whether the
+    text held comments (``jsonc``: Gemini CLI's settings may; see jsonc.py)."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return {}
+        return {}, False
+    commented = False
+    if jsonc:
+        text, commented = strip_comments(text)
     if not text.strip():
-        return {}
+        return {}, commented
+    kind = "JSON with comments" if jsonc else "JSON"
     try:
         data = json.loads(text)
     except ValueError as e:
-        raise SettingsError(f"{path} is not valid JSON ({e})",
+        raise SettingsError(f"{path} is not valid {kind} ({e})",
                             "fix the file by hand; gitwal does not rewrite what it cannot "
                             "parse") from None
     if not isinstance(data, dict):
         raise SettingsError(f"{path} does not hold a JSON object",
                             "fix the file by hand; gitwal does not rewrite it")
-    return data
+    return data, commented
+
+
+def load(path: Path) -> dict[str, Any]:
+    return read(path)[0]
 
 
 def save(path: Path, data: dict[str, Any]) -> None:
@@ -136,6 +216,41 @@ def save(path: Path, data: dict[str, Any]) -> None:
     mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
     atomic_write(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode(),
                  mode, tag="gitwal")
+
+
+def back_up(path: Path) -> Path:
+    """Keep the bytes of ``path`` (a settings file with comments, which a rewrite
+    would drop) in a new file beside it, ``<name>.gitwal-backup[.N]``: never one
+    that exists. Returns its path."""
+    data = path.read_bytes()
+    mode = path.stat().st_mode & 0o777
+    for n in range(1, 1000):
+        backup = path.with_name(f"{path.name}.gitwal-backup" + (f".{n}" if n > 1 else ""))
+        try:
+            create_new(backup, data, mode, tag="gitwal")
+        except FileExistsError:
+            continue
+        return backup
+    raise SettingsError(f"{path}: no free name for a backup of its comments",
+                        f"remove old {path.name}.gitwal-backup.* files")
+
+
+def _store(t: Target, data: dict[str, Any], commented: bool, notes: list[str] | None) -> None:
+    if commented:
+        # Only the members that change are rewritten, so the comments stay
+        # (jsonc.edit); when that cannot be done, the original stays whole
+        # beside the rewritten file.
+        text = t.path.read_text(encoding="utf-8")
+        edited = edit(text, read(t.path, jsonc=True)[0], data)
+        if edited is not None:
+            mode = t.path.stat().st_mode & 0o777
+            atomic_write(t.path, edited.encode("utf-8"), mode, tag="gitwal")
+            return
+        backup = back_up(t.path)
+        if notes is not None:
+            notes.append(f"{t.path} held comments that could not be kept in place: the file "
+                         f"was rewritten without them; the original is {backup}")
+    save(t.path, data)
 
 
 def _hooks(data: dict[str, Any], path: Path) -> dict[str, Any]:
@@ -179,10 +294,13 @@ def strip(data: dict[str, Any], agent: str, path: Path) -> dict[str, list[Any]]:
 
 
 
-def install(t: Target, groups: Groups) -> list[Change]:
+def install(t: Target, groups: Groups, notes: list[str] | None = None,
+            mcp: bool = False) -> list[Change]:
     """Merge ``groups`` (event -> a matcher group, or a list of them) into the
-    target's file."""
-    data = load(t.path)
+    target's file, and with ``mcp`` gitwal's MCP server into its ``mcpServers``
+    (Gemini CLI's settings hold both); what the user should know (a backup) is
+    added to ``notes``."""
+    data, commented = read(t.path, jsonc=t.agent in JSONC)
     before = json.dumps(data, sort_keys=True)
     removed = strip(data, t.agent, t.path)
     hooks = data.setdefault("hooks", {})
@@ -194,16 +312,68 @@ def install(t: Target, groups: Groups) -> list[Change]:
         action = "added" if not old else "unchanged" if old == new else "updated"
         changes.append(Change(event, action))
     changes += [Change(e, "removed") for e in removed if e not in groups]
+    if mcp:
+        from ..mcp.config import merge_into
+
+        _check_servers(data, t.path)
+        added = merge_into(data)
+        changes.append(Change(f"{t.path.name} gitwal server", "added" if added else "unchanged"))
     if json.dumps(data, sort_keys=True) != before or not t.path.exists():
-        save(t.path, data)
+        _store(t, data, commented, notes)
     return changes
 
 
-def uninstall(t: Target) -> list[Change]:
+def _check_servers(data: dict[str, Any], path: Path) -> None:
+    if not isinstance(data.get("mcpServers", {}), dict):
+        raise SettingsError(f"{path}: \"mcpServers\" is not an object",
+                            "fix the file by hand; gitwal does not rewrite it")
+
+
+def uninstall(t: Target, notes: list[str] | None = None, mcp: bool = False) -> list[Change]:
     if not t.path.exists():
         return []
-    data = load(t.path)
+    data, commented = read(t.path, jsonc=t.agent in JSONC)
     removed = strip(data, t.agent, t.path)
-    if removed:
-        save(t.path, data)
-    return [Change(e, "removed") for e in removed]
+    changes = [Change(e, "removed") for e in removed]
+    if mcp:
+        from ..mcp.config import remove_from
+
+        _check_servers(data, t.path)
+        if remove_from(data):
+            changes.append(Change(f"{t.path.name} gitwal server", "removed"))
+    if changes:
+        _store(t, data, commented, notes)
+    return changes
+
+
+def next_steps(agent: str, scope: str) -> list[str]:
+    """What the user must still do before the agent runs the hooks it was given
+    (`install` prints it): the agents' own trust gates."""
+    if agent == "codex":
+        steps = ["Codex runs a new or changed hook only once you trust it: start codex, "
+                 "open /hooks and trust the gitwal hooks (trust is kept per hook "
+                 "definition: trust them again after an install that changed them)."]
+        if scope == "project":
+            steps.append("Codex loads .codex/hooks.json only in a trusted project: trust "
+                         "this project when codex asks.")
+        steps.append("Hooks are on by default; `[features] hooks = false` in a config.toml "
+                     "turns them off (`codex_hooks` is the old name of that key).")
+        return steps
+    if agent == "gemini":
+        steps = [adapter(agent).INSTALL_NOTE] if adapter(agent).INSTALL_NOTE else []
+        if scope == "project":
+            steps.append("Gemini CLI ignores .gemini/settings.json in an untrusted folder: "
+                         "with folder trust on (security.folderTrust.enabled), choose "
+                         "\"Trust folder\" when gemini asks, or run /permissions here.")
+        return steps
+    return []
+
+
+def missing_launcher(fast: bool = True) -> str | None:
+    """A warning when the command the hooks run is not on this PATH (None when it is)."""
+    name = "git-wal-hook" if fast else "git-wal"
+    if shutil.which(name):
+        return None
+    return (f"{name} is not on PATH here: the hooks refuse calls until it is where the "
+            "agent runs (install gitwal with `pipx install gitwal`, or put its bin "
+            "directory on PATH)")

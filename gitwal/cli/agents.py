@@ -38,7 +38,8 @@ def _show(t: inst.Target, changes: list[inst.Change], as_json: bool) -> None:
 
 
 MCP = click.option("--mcp", "with_mcp", is_flag=True,
-                   help="Claude Code, project scope: also register `git wal mcp` in .mcp.json.")
+                   help="Also register `git wal mcp`: .mcp.json (Claude Code, project scope), "
+                        "config.toml (Codex), settings.json (Gemini CLI).")
 
 
 class McpScope(WalError):
@@ -49,8 +50,14 @@ class UsageError(WalError):
     exit_code = EXIT_USAGE
 
 
-def _mcp_file(agent: str, scope: str) -> Path:
-    if agent != "claude" or scope != "project":
+def _mcp_file(agent: str, scope: str) -> Path | None:
+    """The file --mcp edits besides the hooks' own (None: the same file, Gemini's)."""
+    if agent == "gemini":
+        return None
+    if agent == "codex":
+        top = Wal(".").wt.root if scope != "user" else Path.home()
+        return top / ".codex" / "config.toml"
+    if scope != "project":
         raise McpScope(
             "--mcp registers the server in the project's .mcp.json (Claude Code only)",
             "use `--scope project`, or register it yourself: "
@@ -70,17 +77,22 @@ def install_(agent: str, scope: str, in_process: bool, with_mcp: bool, as_json: 
     """Add gitwal's hooks to AGENT's settings (idempotent; other hooks are kept)."""
     mcp_file = _mcp_file(agent, scope) if with_mcp else None
     t = _target(agent, scope)
-    command = inst.hook_command(agent, fast=not in_process)
-    changes = inst.install(t, inst.groups(agent, command))
+    notes: list[str] = []
+    changes = inst.install(t, inst.install_groups(agent, fast=not in_process), notes,
+                           mcp=with_mcp and mcp_file is None)
     if mcp_file is not None:
-        from ..mcp.config import merge_mcp_json
+        from ..mcp.config import merge_codex_toml, merge_mcp_json
 
-        added = merge_mcp_json(mcp_file)
-        changes.append(inst.Change(".mcp.json gitwal server", "added" if added else "unchanged"))
+        added = (merge_codex_toml if agent == "codex" else merge_mcp_json)(mcp_file)
+        changes.append(inst.Change(f"{mcp_file.name} gitwal server",
+                                   "added" if added else "unchanged"))
     _show(t, changes, as_json)
-    note = adapter(agent).INSTALL_NOTE
-    if note and not as_json:
-        click.echo(note)
+    missing = inst.missing_launcher(fast=not in_process)
+    for note in notes + ([missing] if missing else []):
+        click.echo(f"warning: {note}", err=True)
+    if not as_json:
+        for step in inst.next_steps(agent, scope):
+            click.echo(step)
 
 
 @click.command("uninstall")
@@ -93,12 +105,15 @@ def uninstall_(agent: str, scope: str, with_mcp: bool, as_json: bool) -> None:
     """Remove exactly gitwal's hooks from AGENT's settings (--mcp: and its MCP entry)."""
     mcp_file = _mcp_file(agent, scope) if with_mcp else None
     t = _target(agent, scope)
-    changes = inst.uninstall(t)
+    notes: list[str] = []
+    changes = inst.uninstall(t, notes, mcp=with_mcp and mcp_file is None)
+    for note in notes:
+        click.echo(f"warning: {note}", err=True)
     if mcp_file is not None:
-        from ..mcp.config import remove_from_mcp_json
+        from ..mcp.config import remove_from_codex_toml, remove_from_mcp_json
 
-        if remove_from_mcp_json(mcp_file):
-            changes.append(inst.Change(".mcp.json gitwal server", "removed"))
+        if (remove_from_codex_toml if agent == "codex" else remove_from_mcp_json)(mcp_file):
+            changes.append(inst.Change(f"{mcp_file.name} gitwal server", "removed"))
     _show(t, changes, as_json)
 
 

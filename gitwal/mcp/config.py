@@ -1,10 +1,13 @@
-"""The `.mcp.json` entry that registers `git wal mcp` with an MCP client.
+"""The entry that registers `git wal mcp` with an MCP client.
 
 Claude Code reads project-scoped servers from `.mcp.json` at the top of the
-repository: ``{"mcpServers": {"<name>": {"command": ..., "args": [...]}}}``.
+repository, Gemini CLI from its settings.json, both as
+``{"mcpServers": {"<name>": {"command": ..., "args": [...]}}}``; Codex from a
+config.toml, as ``[mcp_servers.<name>]`` with ``command`` and ``args``.
 These functions add or remove gitwal's entry and leave every other key and
-server as it was. They never import the MCP SDK: writing a config file must
-work where the SDK is not installed.
+server as it was (a config.toml keeps its comments and layout: tomlkit edits
+it in place). They never import the MCP SDK: writing a config file must work
+where the SDK is not installed.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..durable import atomic_write, unlink_durable
+from ..durable import atomic_write, makedirs_durable, unlink_durable
 from ..errors import WalError
 
 SERVER_NAME = "gitwal"
@@ -87,14 +90,38 @@ def merge_mcp_json(path: Path) -> bool:
     doc = _load(path)
     if doc is None:
         doc = {}
-    servers: dict[str, Any] = doc.setdefault("mcpServers", {})
+    if not merge_into(doc):
+        return False
+    _store(path, doc)
+    return True
+
+
+def merge_into(doc: dict[str, Any]) -> bool:
+    """Add (or repair) gitwal's entry in a parsed ``{"mcpServers": ...}`` document
+    (Gemini CLI's settings, `.mcp.json`); True if it changed."""
+    servers = doc.setdefault("mcpServers", {})
+    if not isinstance(servers, dict):
+        raise McpConfigError("\"mcpServers\" is not a JSON object",
+                             "fix the file by hand, then run the command again")
     current = servers.get(SERVER_NAME)
     if _runs_git_wal_mcp(current):
         return False
     wanted: dict[str, Any] = dict(current) if isinstance(current, dict) else {}
     wanted.update(mcp_server_entry())
     servers[SERVER_NAME] = wanted
-    _store(path, doc)
+    return True
+
+
+def remove_from(doc: dict[str, Any]) -> bool:
+    """Remove gitwal's entry from a parsed document when it runs `git-wal mcp`
+    (an entry of that name running something else is the user's); True if it
+    changed. An ``mcpServers`` left empty goes too."""
+    servers = doc.get("mcpServers")
+    if not isinstance(servers, dict) or not _runs_git_wal_mcp(servers.get(SERVER_NAME)):
+        return False
+    del servers[SERVER_NAME]
+    if not servers:
+        del doc["mcpServers"]
     return True
 
 
@@ -115,4 +142,93 @@ def remove_from_mcp_json(path: Path) -> bool:
         unlink_durable(path)
     else:
         _store(path, doc)
+    return True
+
+
+# -- Codex: config.toml ----------------------------------------------------------------
+
+
+def _load_toml(path: Path) -> Any:
+    import tomlkit  # only here: the rest of gitwal has no use for it
+    from tomlkit.exceptions import TOMLKitError
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = ""
+    except UnicodeDecodeError as e:
+        raise McpConfigError(f"{path} is not UTF-8: {e}",
+                             f"fix {path} by hand, then run the command again") from None
+    try:
+        doc = tomlkit.parse(text)
+    except TOMLKitError as e:
+        raise McpConfigError(f"{path} is not valid TOML: {e}",
+                             f"fix {path} by hand, then run the command again") from None
+    servers = doc.get("mcp_servers")
+    if servers is not None and not isinstance(servers, dict):
+        raise McpConfigError(f"{path}: mcp_servers is not a table",
+                             f"fix {path} by hand, then run the command again")
+    return doc
+
+
+def _store_toml(path: Path, doc: Any) -> None:
+    import tomlkit
+
+    if not path.parent.is_dir():
+        makedirs_durable(path.parent)
+    try:
+        mode = os.stat(path).st_mode & 0o7777
+    except FileNotFoundError:
+        mode = 0o644
+    atomic_write(path, tomlkit.dumps(doc).encode("utf-8"), mode=mode)
+
+
+def _plain(item: object) -> object:
+    """A tomlkit item as plain Python values (tomlkit's own types otherwise)."""
+    unwrap = getattr(item, "unwrap", None)
+    return unwrap() if callable(unwrap) else item
+
+
+def merge_codex_toml(path: Path) -> bool:
+    """Add (or repair) ``[mcp_servers.gitwal]`` in Codex's ``path``; True if it
+    changed. Comments, layout and every other table stay as they were; an
+    entry that already runs `git-wal mcp` is left exactly as it is, another
+    one under that name gets gitwal's ``command`` and ``args`` and keeps its
+    other keys."""
+    import tomlkit
+
+    doc = _load_toml(path)
+    servers = doc.get("mcp_servers")
+    if servers is None:
+        servers = tomlkit.table(is_super_table=True)
+        doc["mcp_servers"] = servers
+    current = servers.get(SERVER_NAME)
+    if _runs_git_wal_mcp(_plain(current)):
+        return False
+    if isinstance(current, dict):
+        for key, value in mcp_server_entry().items():
+            current[key] = value
+    else:
+        table = tomlkit.table()
+        for key, value in mcp_server_entry().items():
+            table[key] = value
+        servers[SERVER_NAME] = table
+    _store_toml(path, doc)
+    return True
+
+
+def remove_from_codex_toml(path: Path) -> bool:
+    """Remove ``[mcp_servers.gitwal]`` from ``path`` when it runs `git-wal mcp`;
+    True if the file changed. Everything else stays, the file too."""
+    if not path.exists():
+        return False
+    doc = _load_toml(path)
+    servers = doc.get("mcp_servers")
+    current = servers.get(SERVER_NAME) if servers is not None else None
+    if not _runs_git_wal_mcp(_plain(current)):
+        return False
+    del servers[SERVER_NAME]
+    if not servers:
+        del doc["mcp_servers"]
+    _store_toml(path, doc)
     return True
