@@ -52,9 +52,9 @@ CLOSING = ("PostToolUse",)
 BLOCKING = ("PreToolUse", "PreCompact")
 ASYNC_CLOSE: tuple[str, ...] = ()  # every closing hook is synchronous
 render = common.render  # Codex follows Claude Code's reply protocol
-INSTALL_NOTE = ("Codex runs these hooks while its hooks feature is on (the default in "
-                "current releases; older ones need `[features] codex_hooks = true` in "
-                "~/.codex/config.toml).")
+# The trust steps `install` prints for Codex are install.next_steps's.
+INSTALL_NOTE = ("Codex runs these hooks while its hooks feature is on (the default; "
+                "`[features] hooks = false` in a config.toml turns it off).")
 
 __all__ = ["AGENT", "ASYNC_CLOSE", "BLOCKING", "CLOSING", "EVENTS", "INSTALL_NOTE", "PREFIX",
            "action", "call_of", "groups", "render"]
