@@ -256,6 +256,7 @@ def test_installation_commands(repo: Path) -> None:
     assert [h["action"] for h in document(wal(repo, "hooks", "status", "--json"), "hooks")] \
         == ["installed", "installed"]
     assert hooks and document(wal(repo, "hooks", "uninstall", "--json"), "hooks")
+    assert document(wal(repo, "doctor", "--json"), "doctor", code=1)["ok"] is False
     (repo / ".pre-commit-config.yaml").write_text("repos: []\n")  # a manager's entry
     managed = document(wal(repo, "hooks", "status", "--json"), "hooks", code=1)
     assert managed[0]["action"] == "add-to-manager" and managed[0]["entry"]

@@ -259,6 +259,7 @@ COMMANDS = {
     "checkpoint": ".checkpoints:checkpoint_",
     "completion": ".completion:completion",
     "compact": ".checkpoints:compact",
+    "doctor": ".doctor:doctor_",
     "drop": ".checkpoints:drop_",
     "exec": ".steps:exec_",
     "fetch": ".remote:fetch_",

@@ -1,0 +1,233 @@
+"""`git wal doctor`: is every integration of this repository working, end to end?
+
+Each check says what it found and, when something is wrong, the fix. The
+checks only read, except the agent-hook probe, which runs each installed
+hook command once with a payload for a tool gitwal does not log (a read):
+the hook answers without logging anything, which proves the command
+resolves on this PATH, starts, and reaches gitwal (docs/doctor.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import WalError
+from .githooks import install as githooks
+from .log.store import list_runs
+from .wal import Wal
+
+PROBE_TIMEOUT = 60.0  # seconds: a first call may start the hook server
+# Per agent: (the hook event that can refuse a call, a tool gitwal does not log).
+PROBES = {"claude": ("PreToolUse", "Read"), "codex": ("PreToolUse", "read_file"),
+          "gemini": ("BeforeTool", "read_file")}
+HOOK_OK = ("installed", "chained", "via-manager", "unavailable")
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+def doctor(cwd: Path) -> list[Finding]:
+    """Every check's finding, in a stable order."""
+    try:
+        wal = Wal(cwd)
+    except WalError as e:
+        return [Finding("repository", False, e.message, e.hint)]
+    top = Path(wal.wt.root)
+    return [*_git_hooks(top), *_logs(wal), *_agents(top), *_signing(wal)]
+
+
+def _git_hooks(top: Path) -> list[Finding]:
+    try:
+        states = githooks.status(top)
+    except WalError as e:
+        return [Finding("git hooks", False, e.message, e.hint)]
+    out = []
+    for s in states:
+        if s.action in HOOK_OK:
+            detail = s.action + (f" ({s.manager}: {s.config})" if s.config else "")
+            out.append(Finding(f"git hook {s.hook}", True, s.why or detail))
+        elif s.action in ("add-to-manager", "overwritten"):
+            out.append(Finding(f"git hook {s.hook}", False,
+                               s.why or f"{s.manager} runs this hook and its {s.config} "
+                               "does not run gitwal's",
+                               f"add to {s.config}: {s.entry}"))
+        else:
+            out.append(Finding(f"git hook {s.hook}", False,
+                               f"{s.action}: gitwal's {s.hook} hook does not run here",
+                               "git wal hooks install"))
+    return out
+
+
+def _logs(wal: Wal) -> list[Finding]:
+    out = []
+    for run in list_runs(wal.repo):
+        try:
+            st = wal.status(run)
+        except WalError as e:
+            out.append(Finding(f"log {run}", False, e.message, e.hint))
+            continue
+        if st.open:
+            out.append(Finding(f"log {run}", True,
+                               f"readable; {len(st.open)} open intent(s) "
+                               f"(LSN {', '.join(map(str, st.open))})",
+                               f"git wal recover --run {run}"))
+        else:
+            out.append(Finding(f"log {run}", True, f"readable, {st.records} records"))
+    return out
+
+
+def _agents(top: Path) -> list[Finding]:
+    from .agents import install as agents  # only when an agent is looked at
+
+    out = []
+    for agent, scopes in agents.SCOPES.items():
+        for scope in scopes:
+            t = agents.target(agent, scope, top)
+            name = f"agent {agent} ({scope}: {t.path})"
+            try:
+                data, _ = agents.read(t.path, jsonc=agent in agents.JSONC)
+            except WalError as e:
+                out.append(Finding(name, False, e.message, e.hint))
+                continue
+            commands = _our_commands(agents, data, agent)
+            if not commands:
+                continue
+            out.append(_portable(name, agent, scope, commands))
+            out.append(_probe(name, agent, top, commands))
+            out.extend(_trust(name, agent, scope, top))
+    return out
+
+
+def _our_commands(agents: Any, data: dict[str, Any], agent: str) -> dict[str, str]:
+    """event -> the command of gitwal's handler for it."""
+    hooks = data.get("hooks")
+    found: dict[str, str] = {}
+    if not isinstance(hooks, dict):
+        return found
+    for event, groups in hooks.items():
+        for group in groups if isinstance(groups, list) else []:
+            for h in group.get("hooks", []) if isinstance(group, dict) else []:
+                if agents.is_ours(h, agent):
+                    found.setdefault(str(event), str(h["command"]))
+    return found
+
+
+def _portable(name: str, agent: str, scope: str, commands: dict[str, str]) -> Finding:
+    fixed = [e for e, c in commands.items() if not c.startswith("sh -c '")]
+    if fixed and scope != "user":
+        return Finding(f"{name}: commands", False,
+                       f"{', '.join(sorted(fixed))} run a path of the machine that installed "
+                       "them: on another machine, or after its virtualenv moves, the hook "
+                       "fails and the agent goes on unlogged",
+                       f"git wal install {agent} --scope {scope}")
+    return Finding(f"{name}: commands", True,
+                   f"{len(commands)} event(s), resolved on PATH at run time")
+
+
+def _probe(name: str, agent: str, top: Path, commands: dict[str, str]) -> Finding:
+    event, tool = PROBES[agent]
+    command = commands.get(event)
+    if command is None:
+        return Finding(f"{name}: probe", False, f"no gitwal hook for {event}: tool calls "
+                       "are not logged before they run", f"git wal install {agent}")
+    payload = {"session_id": "gitwal-doctor-probe", "hook_event_name": event,
+               "tool_name": tool, "tool_input": {"file_path": "README"},
+               "tool_use_id": "gitwal-doctor-probe", "cwd": str(top),
+               "transcript_path": ""}
+    try:
+        proc = subprocess.run(["sh", "-c", command], cwd=top, input=json.dumps(payload),
+                              capture_output=True, text=True, timeout=PROBE_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return Finding(f"{name}: probe", False,
+                       f"the {event} hook did not answer in {PROBE_TIMEOUT:.0f} s",
+                       "git wal agent-server --stop, then run git wal doctor again")
+    if proc.returncode != 0:
+        said = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
+        return Finding(f"{name}: probe", False,
+                       f"the {event} hook exited {proc.returncode}"
+                       + (f": {said[-1]}" if said else ""),
+                       "install gitwal where the agent runs (pipx install gitwal), or "
+                       f"git wal install {agent} again")
+    return Finding(f"{name}: probe", True, f"the {event} hook answered (exit 0)")
+
+
+def _trust(name: str, agent: str, scope: str, top: Path) -> list[Finding]:
+    home = Path(os.path.expanduser("~"))
+    if agent == "codex":
+        config = home / ".codex" / "config.toml"
+        trusted = False
+        try:
+            import tomlkit
+
+            projects = tomlkit.parse(config.read_text()).get("projects", {})
+            entry = projects.get(str(top), {}) if hasattr(projects, "get") else {}
+            trusted = getattr(entry, "get", lambda _k: None)("trust_level") == "trusted"
+        except (OSError, ValueError):
+            pass
+        out = []
+        if scope == "project":
+            out.append(Finding(
+                f"{name}: project trust", trusted,
+                "trusted" if trusted else f"{top} is not a trusted project in {config}: "
+                "codex does not load .codex/hooks.json here",
+                "" if trusted else "start codex here and trust the project"))
+        out.append(Finding(f"{name}: hook trust", True,
+                           "codex runs a hook only after it is trusted in /hooks (kept per "
+                           "hook definition; not readable from outside codex)",
+                           "in codex, open /hooks and trust gitwal's hooks"))
+        return out
+    if agent == "gemini" and scope == "project":
+        return [_gemini_trust(name, home, top)]
+    return []
+
+
+def _gemini_trust(name: str, home: Path, top: Path) -> Finding:
+    try:
+        settings = json.loads((home / ".gemini" / "settings.json").read_text())
+    except (OSError, ValueError):
+        settings = {}
+    security = settings.get("security", {}) if isinstance(settings, dict) else {}
+    enabled = isinstance(security, dict) and (security.get("folderTrust") or {}).get("enabled")
+    if not enabled:
+        return Finding(f"{name}: folder trust", True, "folder trust is off: gemini loads "
+                       ".gemini/settings.json in every folder")
+    try:
+        folders = json.loads((home / ".gemini" / "trustedFolders.json").read_text())
+    except (OSError, ValueError):
+        folders = {}
+    here = top.resolve()
+    for path, level in (folders.items() if isinstance(folders, dict) else []):
+        p = Path(path).resolve()
+        if (level == "TRUST_FOLDER" and (here == p or p in here.parents)) or (
+                level == "TRUST_PARENT" and p.parent in (here, *here.parents)):
+            return Finding(f"{name}: folder trust", True, f"trusted ({level} {path})")
+    return Finding(f"{name}: folder trust", False,
+                   f"{here} is not a trusted folder: gemini ignores .gemini/settings.json "
+                   "here", "run gemini here and choose \"Trust folder\" (or /permissions)")
+
+
+def _signing(wal: Wal) -> list[Finding]:
+    from .signing.signer import configured_signer
+
+    signer = configured_signer(wal.repo)
+    if signer is None:
+        return []
+    try:
+        signer.sign(b"gitwal doctor probe\n")
+    except (OSError, ValueError, WalError) as e:
+        return [Finding("signing key", False, f"{signer.path}: {e}",
+                        "git wal keygen, or fix git config wal.signingKey")]
+    return [Finding("signing key", True, f"{signer.path} signs ({signer.fingerprint})")]
+
+
+__all__ = ["Finding", "doctor"]
