@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from gitwal.agents import install as inst
 from gitwal.agents import plugin_client
 from gitwal.mcp.config import mcp_json_document
@@ -74,3 +76,23 @@ def test_the_plugin_hook_refuses_a_call_when_python3_is_missing(repo: Path) -> N
     assert not (repo / "n.txt").exists()
     assert "claude-" not in subprocess.run([sys.executable, "-m", "gitwal", "runs"], cwd=repo,
                                            capture_output=True, text=True).stdout
+
+
+def test_the_plugin_and_its_marketplace_pass_claude_codes_own_validator() -> None:
+    from .e2e.install_claude import find_claude
+
+    found = find_claude()
+    if found.path is None:
+        pytest.skip(found.reason)
+    root = Path(__file__).resolve().parents[1]
+    for target in (root, root / "hooks" / "claude-code"):
+        proc = subprocess.run([str(found.path), "plugin", "validate", "--strict", str(target)],
+                              capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "DISABLE_AUTOUPDATER": "1"})
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "Validation passed" in proc.stdout
+    market = json.loads((root / ".claude-plugin" / "marketplace.json").read_text())
+    plugin = json.loads((root / "hooks" / "claude-code" / ".claude-plugin" / "plugin.json")
+                        .read_text())
+    [entry] = market["plugins"]
+    assert (entry["name"], entry["version"]) == (plugin["name"], plugin["version"])
