@@ -34,6 +34,7 @@ lint: $(STAMP)
 	$(BIN)/mypy gitwal bench tests
 	$(BIN)/python -m gitwal.agents.plugin_client --check
 	$(BIN)/python -m gitwal.cli.manpage --check
+	$(BIN)/python -m gitwal.mcp.schemas --check
 
 # Debian packages the suite uses: strace (crash-state checker), ssh-keygen
 # (signature interop tests). Installed only when missing.

@@ -244,7 +244,8 @@ def test_refusals_are_tool_errors_with_the_hint(repo: Path) -> None:
         res = await refused(s, "write_file", path="x", content="!!", encoding="base64")
         assert "not valid base64" in text(res)
         res = await s.call_tool("write_file", {"path": "x", "content": "y", "step": 0})
-        assert res.is_error  # the SDK validates arguments against the schema
+        assert res.is_error and data(res)["kind"] == "UsageError"  # the input schema's check
+        assert data(res)["exit_code"] == 2 and "step: " in data(res)["error"]
         assert len(log(repo)) == before  # a refusal logs nothing
         assert (repo / "f.txt").read_text() == "a x a\n" and not (repo / "x").exists()
     talk(repo, body)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import json
 import os
 import sys
 import tempfile
@@ -29,6 +30,7 @@ import pygit2
 
 from .. import checkpoint as cp
 from .. import documents
+from ..cli.inspect import log_rows
 from ..errors import StepFailed, ToolRefused, UnknownRun, WalError
 from ..ids import Lsn, RunId, TreeId
 from ..prompt import render
@@ -252,6 +254,33 @@ class Host:
         return self._serialized(work)
 
 
+    # -- prompt and resources (read-only: they decide and write nothing) ----
+
+    def resume_prompt(self, run_id: str | None = None) -> str:
+        """What `git wal prompt [--run RUN]` prints: the resume prompt of a dry
+        run of recovery (``Wal.report``), for ``run_id`` or this server's run."""
+        with self._lock:  # never in the middle of this server's own step
+            return render(self._wal().report(run_id or self.pinned))
+
+    def run_ids(self) -> list[str]:
+        """Every run of the repository, oldest first (`git wal runs`)."""
+        with self._lock:
+            return [info.run for info in self._wal().runs()]
+
+    def status_json(self, run_id: str) -> str:
+        """`git wal status --run RUN --json`: the same bytes."""
+        with self._lock:
+            doc = documents.status(self._wal().status(run_id))
+        return json.dumps(doc, sort_keys=True, ensure_ascii=False) + "\n"  # as emit_json
+
+    def log_jsonl(self, run_id: str) -> str:
+        """`git wal log --run RUN --json`: one record a line (docs/json.md, ``log_line``)."""
+        with self._lock:
+            stream = self._wal().run(run_id, read_only=True).stream()
+            return "".join((row.decode() if isinstance(row, bytes) else _compact(row)) + "\n"
+                           for row in log_rows(stream))
+
+
 # -- results ---------------------------------------------------------------
 
 def _recent(run: Run, lsn: Lsn) -> list[Record]:
@@ -298,6 +327,12 @@ def _step_reply(run: Run, result: StepResult, begun_task: str | None) -> Reply:
     if begun_task is not None:
         text = f"began run {run.id} (task: {begun_task})\n" + text
     return Reply(True, text, data)
+
+
+def _compact(doc: dict[str, Any]) -> str:
+    """A log row as `git wal log --json` prints it: the canonical form records are
+    stored in (keys sorted, no spaces)."""
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def _with_output(reply: Reply, output: str) -> Reply:

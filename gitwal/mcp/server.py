@@ -13,14 +13,14 @@ signatures at run time, and the argument types below are module globals.
 
 import inspect
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import anyio
-from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from ..version import VERSION
+from .conventions import GitwalServer
 from .host import Host, Reply, isolate_stderr
 
 INSTRUCTIONS = """\
@@ -56,13 +56,18 @@ def _result(reply: Reply) -> CallToolResult:
                           structured_content=reply.data, is_error=not reply.ok)
 
 
-def build(host: Host) -> MCPServer[Any]:
+def build(host: Host) -> GitwalServer:
     """The server with every tool registered against ``host``."""
-    server: MCPServer[Any] = MCPServer(name="gitwal", version=VERSION,
-                                       instructions=INSTRUCTIONS, log_level="WARNING")
+    server = GitwalServer(host, name="gitwal", version=VERSION, instructions=INSTRUCTIONS,
+                          log_level="WARNING")
 
-    def tool(title: str, *, read_only: bool = False, destructive: bool = True,
-             idempotent: bool = False, open_world: bool = False
+    # The hints (docs/mcp.md, "Tools"), judged on the working tree, not the log
+    # (every call that changes something appends records): destructive = may
+    # replace or remove content already there; idempotent = the same call again
+    # leaves the tree as the first left it (a refusal changes nothing); open
+    # world = runs a command whose effects gitwal cannot know in advance.
+    def tool(title: str, *, read_only: bool, destructive: bool, idempotent: bool,
+             open_world: bool
              ) -> Callable[[Callable[..., CallToolResult]], Callable[..., CallToolResult]]:
         def register(fn: Callable[..., CallToolResult]) -> Callable[..., CallToolResult]:
             server.add_tool(fn, title=title, description=inspect.cleandoc(fn.__doc__ or ""),
@@ -73,7 +78,8 @@ def build(host: Host) -> MCPServer[Any]:
             return fn
         return register
 
-    @tool("Write a file (logged, verified)", idempotent=True)
+    @tool("Write a file (logged, verified)", read_only=False, destructive=True,
+          idempotent=True, open_world=False)
     def write_file(
         path: PathArg,
         content: Annotated[str, Field(description="The file's complete new content.")],
@@ -96,7 +102,8 @@ def build(host: Host) -> MCPServer[Any]:
         Returns the intent's LSN, the post-image hash and what was verified."""
         return _result(host.write_file(path, content, encoding, check, step))
 
-    @tool("Rename an identifier in a file (logged, verified)", idempotent=True)
+    @tool("Rename an identifier in a file (logged, verified)", read_only=False,
+          destructive=True, idempotent=True, open_world=False)
     def replace_symbol(
         path: PathArg,
         old: Annotated[str, Field(description="The identifier to rename "
@@ -118,7 +125,9 @@ def build(host: Host) -> MCPServer[Any]:
         return _result(host.apply("replace_symbol", check=check, step=step, path=path,
                                   old=old, new=new))
 
-    @tool("Replace one exact text (logged, verified)")
+    # Not idempotent: when `new` contains `old` once, a second call replaces again.
+    @tool("Replace one exact text (logged, verified)", read_only=False, destructive=True,
+          idempotent=False, open_world=False)
     def replace_text(
         path: PathArg,
         old: Annotated[str, Field(description="Exact text to replace; it must occur "
@@ -139,7 +148,9 @@ def build(host: Host) -> MCPServer[Any]:
         return _result(host.apply("replace_text", check=check, step=step, path=path,
                                   old=old, new=new))
 
-    @tool("Ensure a file contains a line (logged, verified)", idempotent=True)
+    # Only ever adds a line (or creates the file): nothing there is replaced.
+    @tool("Ensure a file contains a line (logged, verified)", read_only=False,
+          destructive=False, idempotent=True, open_world=False)
     def ensure_line(
         path: PathArg,
         line: Annotated[str, Field(description="The line, without a line break.")],
@@ -158,7 +169,9 @@ def build(host: Host) -> MCPServer[Any]:
         return _result(host.apply("ensure_line", check=check, step=step, path=path,
                                   line=line))
 
-    @tool("Delete a file (logged, restorable)")
+    # Idempotent: once the file is gone, the same call is refused and changes nothing.
+    @tool("Delete a file (logged, restorable)", read_only=False, destructive=True,
+          idempotent=True, open_world=False)
     def delete_file(path: PathArg, step: StepArg = None,
                     check: CheckArg = None) -> CallToolResult:
         """Delete one file. It must exist: deleting a missing file is refused (nothing to
@@ -167,7 +180,9 @@ def build(host: Host) -> MCPServer[Any]:
         to `rm`, which leaves nothing to restore from."""
         return _result(host.apply("delete_file", check=check, step=step, path=path))
 
-    @tool("Move or rename a file (logged, verified)")
+    # Idempotent: once moved, `src` is gone and the same call is refused.
+    @tool("Move or rename a file (logged, verified)", read_only=False, destructive=True,
+          idempotent=True, open_world=False)
     def move_file(
         src: Annotated[str, Field(description="Existing file, relative to the top of the "
                                               "working tree.")],
@@ -184,7 +199,8 @@ def build(host: Host) -> MCPServer[Any]:
         or `git mv`, which leave no record to recover from."""
         return _result(host.apply("move_file", check=check, step=step, src=src, dst=dst))
 
-    @tool("Run a command as a logged step", open_world=True)
+    @tool("Run a command as a logged step", read_only=False, destructive=True,
+          idempotent=False, open_world=True)
     def exec(  # the tool's name in the protocol
         argv: Annotated[list[str], Field(
             min_length=1,
@@ -212,7 +228,9 @@ def build(host: Host) -> MCPServer[Any]:
         run that writes nothing) need no logging."""
         return _result(host.exec(argv, idempotent=idempotent, check=check, step=step))
 
-    @tool("Start a run with a plan", destructive=False)
+    # Adds a log (a ref) and names it current; the tree is untouched.
+    @tool("Start a run with a plan", read_only=False, destructive=False, idempotent=False,
+          open_world=False)
     def begin(
         task: Annotated[str, Field(description="What this run is for, in one sentence.")],
         steps: Annotated[list[str], Field(
@@ -229,7 +247,8 @@ def build(host: Host) -> MCPServer[Any]:
         done and which remain."""
         return _result(host.begin(task, steps, run_id))
 
-    @tool("Where the run stands", read_only=True, destructive=False, idempotent=True)
+    @tool("Where the run stands", read_only=True, destructive=False, idempotent=True,
+          open_world=False)
     def status() -> CallToolResult:
         """Read-only: the run's committed, aborted and open intents and the next LSN
         (counted after the newest checkpoint). Call it when a session starts: an open
@@ -237,7 +256,10 @@ def build(host: Host) -> MCPServer[Any]:
         you call `recover`."""
         return _result(host.status())
 
-    @tool("Recover after a crash", idempotent=True)
+    # Destructive: it restores torn files and (restore=true) an exec step's paths.
+    # Open world: redo=true may run an idempotent exec step's command again.
+    @tool("Recover after a crash", read_only=False, destructive=True, idempotent=True,
+          open_world=True)
     def recover(
         redo: Annotated[bool, Field(
             description="Redo file steps that did not land (and exec steps declared "
@@ -255,7 +277,10 @@ def build(host: Host) -> MCPServer[Any]:
         call `recover` again with restore=true (or keep its effect by hand)."""
         return _result(host.recover(redo=redo, restore=restore))
 
-    @tool("Checkpoint: commit what the log explains")
+    # Only adds a commit (and a checkpoint record); refused when it would take in
+    # changes no step explains, unless asked to.
+    @tool("Checkpoint: commit what the log explains", read_only=False, destructive=False,
+          idempotent=False, open_world=False)
     def checkpoint(
         message: Annotated[str | None, Field(
             description="Commit message (trailers Wal-Run and Wal-Lsn are added); "
