@@ -131,7 +131,8 @@ def test_bash_completion_of_git_wal_as_gits_completion_calls_it(tmp_path: Path) 
         "COMP_WORDS=(git-wal log --); COMP_CWORD=2; _git_wal_command",
     )
     assert out == ["[status ]", "[--json ]", "[write-file ]", "[recover ]", "[bash ][zsh ]",
-                   "[status]", "[--run][--all][--json][--help]"]
+                   "[status]",
+                   "[--run][--all][--records][--json][--color][--no-color][--no-pager][--help]"]
 
 
 @pytest.mark.skipif(not GIT_COMPLETION.exists(), reason=f"no {GIT_COMPLETION} (bash-completion)")

@@ -119,6 +119,8 @@ def test_a_run_through_every_state(repo: Path, tmp_path: Path) -> None:
         2: "committed", 4: "committed", 7: "aborted", 9: "committed", 11: "open"}
     assert intents[4]["target"] == ["."] and intents[2]["pre"] == ["absent"]
     assert intents[2]["prediction_miss"] is False
+    shown = document(wal(repo, "show", "4", "--json"), "show")  # the exec step and its diff
+    assert [c["path"] for c in shown["changes"]] == ["x.txt"] and shown["closing"]["lsn"] == 5
     # The MCP server's status is the same document.
     assert check(Host(repo).status().data, "status") == st
 

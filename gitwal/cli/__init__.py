@@ -279,6 +279,7 @@ COMMANDS = {
     "repair": ".repair:repair",
     "runs": ".inspect:runs",
     "seal": ".seal:seal",
+    "show": ".show:show",
     "status": ".inspect:status",
     "trust": ".keys:trust_",
     "uninstall": ".agents:uninstall_",

@@ -55,10 +55,18 @@ EXAMPLES: dict[str, str] = {
          "git wal status --run fix-42 --json"),
     ),
     "log": _examples(
-        ("the current run's records, oldest first",
+        ("the current run's steps, oldest first: time, outcome, duration",
          "git wal log"),
+        ("one line per record, closing records too, without colour or pager",
+         "git wal log --records --no-color --no-pager"),
         ("one JSON object per line, archived segments included",
          "git wal log --all --json | head -5"),
+    ),
+    "show": _examples(
+        ("step 4 of the current run and its change as a diff",
+         "git wal show 4"),
+        ("the same as JSON: the record, its closing, each changed path",
+         "git wal show 4 --run fix-42 --json"),
     ),
     "checkpoint": _examples(
         ("commit the tree the log explains on the current branch",

@@ -1,4 +1,5 @@
-"""`git wal log`, `status`, `runs`: read-only views of the logs."""
+"""`git wal log`, `status`, `runs`: read-only views of the logs (the text of
+`log`, a timeline for people: timeline.py)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ import click
 from .. import documents
 from ..display import safe
 from ..records.codec import to_dict
-from ..records.model import Abort, Commit, Intent, Record, type_name
+from ..records.model import Abort, Commit, Intent, Record
 from ..wal import Wal
 from . import emit_json, handled
-from .options import JSON, RUN
+from .options import JSON, RUN, VIEW
 
 
 def _compact(row: dict[str, Any]) -> bytes:
@@ -67,43 +68,27 @@ def _row(rec: Record, raw: bytes, closed: dict[int, Commit | Abort]) -> dict[str
 @RUN
 @click.option("--all", "everything", is_flag=True,
               help="Include segments archived by `git wal compact`.")
+@click.option("--records", "per_record", is_flag=True,
+              help="One line per record: closing records on lines of their own.")
 @JSON
+@VIEW
 @handled
-def log(run_id: str | None, everything: bool, as_json: bool) -> None:
-    """Show the run's records, oldest first."""
+def log(run_id: str | None, everything: bool, per_record: bool, as_json: bool,
+        color: str, no_color: bool, no_pager: bool) -> None:
+    """Show the run's steps, oldest first: one line per step, with its time,
+    outcome and duration (`--json`: every record)."""
     wal = Wal(".")
-    stream = (iter(wal.history(run_id)) if everything
-              else wal.run(run_id, read_only=True).stream())
     if as_json:
+        stream = (iter(wal.history(run_id)) if everything
+                  else wal.run(run_id, read_only=True).stream())
         out = sys.stdout.buffer
         for row in log_rows(stream):
             out.write(row if isinstance(row, bytes) else _compact(row))
             out.write(b"\n")
         return
-    records = list(stream)
-    by_lsn = {r.lsn: r for r, _ in records}
-    for item in log_rows(records):
-        row = json.loads(item) if isinstance(item, bytes) else item
-        kind = row["type"]
-        if kind == "plan":
-            text = f"task: {row['task']} (base {row['base'][:12]})"
-        elif kind == "intent":
-            text = f"{row['tool']} {' '.join(row['target'])}  [{row['status']}]"
-            if row["prediction_miss"]:
-                text += " (prediction miss)"
-        elif kind == "commit":
-            text = f"closes {row['intent']}: {row['verified']}"
-        elif kind == "checkpoint":
-            text = f"{row['git'][:12]} on {row['ref']} covers {row['covers']}"
-        elif kind == "unlogged":
-            text = f"changed without an intent: {' '.join(row['paths'])} ({row['noticed']})"
-        elif kind == "seal":
-            text = f"sealed after LSN {row['last']} (tree {row['tree'][:12]})"
-        else:
-            text = f"closes {row['intent']}: {row['reason']}"
-        # Paths, tasks and reasons come from the log (a hostile tree names
-        # files): one record is one line, with no control characters.
-        click.echo(f"{row['lsn']:>6}  {type_name(by_lsn[row['lsn']]):<10} {safe(text)}")
+    from .timeline import timeline  # the views for people load only here
+
+    timeline(wal, run_id, everything, per_record, color, no_color, no_pager)
 
 
 @click.command()

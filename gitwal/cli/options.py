@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 import click
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 RUN = click.option("--run", "run_id", metavar="ID", help="Run id (default: the current run).")
 CHECK = click.option("--check", metavar="CMD",
@@ -18,3 +23,16 @@ WAIT = click.option("--wait-timeout", "wait_timeout", type=click.FloatRange(min=
                          "(default: git config wal.waitTimeout, else wait).")
 STEP = click.option("--step", "step", type=click.IntRange(min=1), metavar="N",
                     help="The plan step (1-based) this step carries out.")
+
+
+def VIEW(fn: F) -> F:
+    """``--color``, ``--no-color`` and ``--no-pager`` of the views for people
+    (`log`, `show`; cli/terminal.py applies them)."""
+    fn = click.option("--no-pager", "no_pager", is_flag=True,
+                      help="Do not pipe the output into a pager.")(fn)
+    fn = click.option("--no-color", "no_color", is_flag=True,
+                      help="Same as --color=never.")(fn)
+    return click.option("--color", "color", type=click.Choice(["auto", "always", "never"]),
+                        default="auto", show_default=True,
+                        help="Colour the output: on a terminal (auto, unless NO_COLOR is "
+                             "set), always or never.")(fn)
