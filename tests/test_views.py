@@ -89,6 +89,12 @@ def test_log_is_one_line_per_step_with_time_outcome_and_duration(repo: Path) -> 
         expected[4], expected[5],
     ]
 
+    # The open step's change is the one its intent predicted.
+    opened = wal(repo, "show", "9", env=UTC).stdout.splitlines()
+    assert opened[:3] == [expected[5], "target: d.txt",
+                          "closed: not yet (`git wal recover` decides a step a crash left open)"]
+    assert opened[-4:] == ["--- /dev/null", "+++ b/d.txt", "@@ -0,0 +1 @@", "+d"]
+
 
 def test_an_exec_a_crash_left_after_its_command_ran_is_in_doubt(repo: Path) -> None:
     ok(repo, "begin", "--run", "r", "--task", "doubt")

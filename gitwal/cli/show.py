@@ -48,7 +48,7 @@ class Change:
     pre: str  # object id or ABSENT
     post: str
     binary: bool
-    diff: bytes | None  # git's unified diff; None when an object is not in the database
+    diff: bytes | None  # git's unified diff; None: an object is missing (or not a blob/tree)
 
     def document(self) -> dict[str, Any]:
         return {"path": self.path, "pre": self.pre, "post": self.post, "binary": self.binary,
@@ -152,7 +152,8 @@ _DIFF_COLOURS = (("diff --git ", "bold"), ("index ", "bold"), ("--- ", "bold"),
 def diff_lines(change: Change, paint: Paint) -> Iterator[str]:
     if change.diff is None:
         yield paint(f"{safe(change.path)}: {change.pre[:12]} -> {change.post[:12]}: "
-                    "an object is not in the object database", "yellow")
+                    "an object is missing from the object database or is not what the "
+                    "record says it is", "yellow")
         return
     text = change.diff.decode("utf-8", "surrogateescape")
     for line in text.splitlines():
@@ -187,8 +188,8 @@ def header(times: AppendTimes, paint: Paint, rec: Record,
         if isinstance(closing, Abort) and closing.output:
             yield "output:"
             yield from (f"    {_safe_line(line)}" for line in closing.output.splitlines())
-    elif rec.tool == EXEC_TOOL:
-        yield "closed: not yet (`git wal recover` decides an open step)"
+    else:
+        yield "closed: not yet (`git wal recover` decides a step a crash left open)"
 
 
 def _document(rec: Record, closing: Commit | Abort | None,

@@ -248,7 +248,7 @@ def timeline(wal: Wal, run_id: str | None, everything: bool, per_record: bool,
         head = store.head()
         if head is not None:
             heads.append(head)
-    # Read before the first line: a bad run id or a missing run fails without a pager.
+    # A bad run id or a missing run fails here, before any pager starts.
     stream: Iterable[tuple[Record, bytes]] = (
         iter(wal.history(run_id)) if everything or run is None else run.stream())
     times = AppendTimes.read(wal.repo, heads)
