@@ -280,3 +280,20 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(repo: Path) -> None:
     assert "\x1b[" in on_a_terminal(repo, "log", "--no-pager", env={"NO_COLOR": ""})
     shown = wal(repo, "show", "2", "--color=always").stdout
     assert "\x1b[32m+a\x1b[0m" in shown and "\x1b[36m@@ -0,0 +1 @@\x1b[0m" in shown
+
+
+def test_all_includes_what_compact_archived_and_show_finds_it_there(repo: Path) -> None:
+    ok(repo, "begin", "--run", "r", "--task", "compacted")
+    ok(repo, "apply", "write-file", "a.txt", "--from", "-", input=b"a\n")
+    ok(repo, "checkpoint")
+    ok(repo, "compact")
+    ok(repo, "apply", "write-file", "b.txt", "--from", "-", input=b"b\n")
+
+    def lsns(*args: str) -> list[int]:
+        return [int(x.split()[0]) for x in ok(repo, "log", *args).splitlines()]
+
+    assert lsns() == [4, 5]
+    assert lsns("--all") == [1, 2, 4, 5]
+    assert "????" not in ok(repo, "log", "--all")  # every line has its append's time
+    shown = ok(repo, "show", "2", "--no-color").splitlines()
+    assert shown[1] == "target: a.txt" and shown[-1] == "+a"

@@ -1,8 +1,9 @@
 """Colour and the pager of the views for people (`git wal log`, `show`), by
 git's rules.
 
-Colour: only on a terminal (``--color=auto``, the default), never when
-``NO_COLOR`` is set to anything but the empty string (https://no-color.org);
+Colour: only on a terminal (``--color=auto``, the default) that is not
+``TERM=dumb``, never when ``NO_COLOR`` is set to anything but the empty
+string (https://no-color.org);
 ``--color=always|never`` and ``--no-color`` override both (the options:
 cli/options.py ``VIEW``).
 
