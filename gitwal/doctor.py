@@ -102,8 +102,15 @@ def _agents(top: Path) -> list[Finding]:
             commands = _our_commands(agents, data, agent)
             if not commands:
                 continue
+            # Only a command this gitwal writes is ever run: a settings file
+            # may come with a clone, and doctor runs nothing the local user
+            # did not write (docs/security.md).
+            known = {str(h.get("command")) for fast in (True, False)
+                     for g in agents.install_groups(agent, fast).values()
+                     for group in (g if isinstance(g, list) else [g])
+                     for h in group.get("hooks", [])}
             out.append(_portable(name, agent, scope, commands))
-            out.append(_probe(name, agent, top, commands))
+            out.append(_probe(name, agent, top, commands, known))
             out.extend(_trust(name, agent, scope, top))
     return out
 
@@ -134,12 +141,18 @@ def _portable(name: str, agent: str, scope: str, commands: dict[str, str]) -> Fi
                    f"{len(commands)} event(s), resolved on PATH at run time")
 
 
-def _probe(name: str, agent: str, top: Path, commands: dict[str, str]) -> Finding:
+def _probe(name: str, agent: str, top: Path, commands: dict[str, str],
+           known: set[str]) -> Finding:
     event, tool = PROBES[agent]
     command = commands.get(event)
     if command is None:
         return Finding(f"{name}: probe", False, f"no gitwal hook for {event}: tool calls "
                        "are not logged before they run", f"git wal install {agent}")
+    if command not in known:
+        return Finding(f"{name}: probe", False,
+                       f"not run: the {event} command is not one this gitwal writes (an "
+                       "older install, or an edited or foreign entry)",
+                       f"git wal install {agent}, then git wal doctor again")
     payload = {"session_id": "gitwal-doctor-probe", "hook_event_name": event,
                "tool_name": tool, "tool_input": {"file_path": "README"},
                "tool_use_id": "gitwal-doctor-probe", "cwd": str(top),

@@ -63,10 +63,27 @@ def test_a_hook_command_bound_to_another_machine_is_refused(repo: Path) -> None:
     found = checks(repo, code=1)
     assert not found[f"{name}: commands"]["ok"]
     assert found[f"{name}: commands"]["fix"] == "git wal install claude --scope project"
-    assert not found[f"{name}: probe"]["ok"] and "exited 127" in found[f"{name}: probe"]["detail"]
+    # Not run: only a command exactly as this gitwal writes it is ever run.
+    assert not found[f"{name}: probe"]["ok"]
+    assert found[f"{name}: probe"]["detail"].startswith("not run: the PreToolUse command")
     ok(repo, "install", "claude")  # rewrites the entry: portable now
     found = checks(repo, code=0)
     assert found[f"{name}: commands"]["ok"] and found[f"{name}: probe"]["ok"]
+
+
+def test_a_foreign_command_that_looks_like_gitwals_is_not_run(repo: Path, tmp_path: Path
+                                                            ) -> None:
+    marker = tmp_path / "ran"
+    settings = repo / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    # Shaped to pass for gitwal's entry, as a cloned settings file could be.
+    forged = (f"sh -c 'touch {marker}; git-wal-hook claude (git wal uninstall claude).'")
+    settings.write_text(json.dumps({"hooks": {"PreToolUse": [
+        {"matcher": "*", "hooks": [{"type": "command", "command": forged}]}]}}))
+    found = checks(repo, code=1)
+    probe = found[f"agent claude (project: {settings}): probe"]
+    assert not probe["ok"] and probe["detail"].startswith("not run")
+    assert not marker.exists()
 
 
 def test_agent_trust_is_checked_where_the_agent_keeps_it(repo: Path) -> None:
