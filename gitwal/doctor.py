@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -106,26 +107,31 @@ def _agents(top: Path) -> list[Finding]:
             # may come with a clone, and doctor runs nothing the local user
             # did not write (docs/security.md).
             known = {str(h.get("command")) for fast in (True, False)
-                     for g in agents.install_groups(agent, fast).values()
-                     for group in (g if isinstance(g, list) else [g])
-                     for h in group.get("hooks", [])}
+                     for _event, h in _handlers(agents.install_groups(agent, fast))}
             out.append(_portable(name, agent, scope, commands))
             out.append(_probe(name, agent, top, commands, known))
             out.extend(_trust(name, agent, scope, top))
     return out
 
 
+def _handlers(hooks: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(event, handler) of a settings file's ``hooks`` object, whose events
+    hold a list of matcher groups (or one group, as install_groups gives)."""
+    if not isinstance(hooks, dict):
+        return
+    for event, groups in hooks.items():
+        for group in groups if isinstance(groups, list) else [groups]:
+            for h in group.get("hooks", []) if isinstance(group, dict) else []:
+                if isinstance(h, dict):
+                    yield str(event), h
+
+
 def _our_commands(agents: Any, data: dict[str, Any], agent: str) -> dict[str, str]:
     """event -> the command of gitwal's handler for it."""
-    hooks = data.get("hooks")
     found: dict[str, str] = {}
-    if not isinstance(hooks, dict):
-        return found
-    for event, groups in hooks.items():
-        for group in groups if isinstance(groups, list) else []:
-            for h in group.get("hooks", []) if isinstance(group, dict) else []:
-                if agents.is_ours(h, agent):
-                    found.setdefault(str(event), str(h["command"]))
+    for event, h in _handlers(data.get("hooks")):
+        if agents.is_ours(h, agent):
+            found.setdefault(event, str(h["command"]))
     return found
 
 

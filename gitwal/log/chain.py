@@ -64,13 +64,7 @@ class Chain(AppendReader):
         after the records before it were yielded, and nothing past it is."""
         head = self._require_head() if head is None else head
         self.check_named(self._commit(head))
-        ids = self._ids_newest_first(head)
-        check = ChainCheck(self.ref_name)
-        for end in range(len(ids), 0, -40):
-            commit = ids[end - 40 : end - 20].hex()
-            for rec, data in self._tree_raw(commit, pygit2.Oid(raw=bytes(ids[end - 20 : end]))):
-                check(rec)
-                yield rec, data
+        yield from self._read_forward(head, to_checkpoint=False)
 
     def forward(self, head: CommitId | None = None) -> Iterator[Record]:
         """The records of :meth:`segment`, oldest first, one at a time: memory
@@ -89,17 +83,24 @@ class Chain(AppendReader):
         if kept is not None:  # read before by this process (and validated)
             yield from kept
             return
-        ids = self._ids_newest_first(head, to_checkpoint=True)
+        for rec, _data in self._read_forward(head, to_checkpoint=True):
+            yield rec
+
+    def _read_forward(self, head: CommitId, to_checkpoint: bool
+                      ) -> Iterator[tuple[Record, bytes]]:
+        """(record, bytes) from the root (or, ``to_checkpoint``, from the newest
+        checkpoint the messages name) to ``head``, each checked as it is read."""
+        ids = self._ids_newest_first(head, to_checkpoint)
         check = ChainCheck(self.ref_name)
         for end in range(len(ids), 0, -40):
             batch = self._tree_raw(ids[end - 40 : end - 20].hex(),
                                    pygit2.Oid(raw=bytes(ids[end - 20 : end])))
-            if end == len(ids):
+            if to_checkpoint and end == len(ids):
                 cps = [i for i, (r, _) in enumerate(batch) if isinstance(r, Checkpoint)]
                 batch = batch[cps[-1] :] if cps else batch
-            for rec, _data in batch:
+            for rec, data in batch:
                 check(rec)
-                yield rec
+                yield rec, data
 
     def _ids_newest_first(self, head: CommitId, to_checkpoint: bool = False) -> bytearray:
         """The raw ids of every append from ``head`` back to the root (or, with
