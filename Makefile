@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check lint bench torture crash-states tools claude-code clean
+.PHONY: demo test check lint bench torture crash-states tools agent-clis clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -21,7 +21,7 @@ JOBS ?= auto
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider -n $(JOBS) --dist loadgroup
 
 # The whole suite, as CI runs it.
-test: $(STAMP) lint tools claude-code
+test: $(STAMP) lint tools agent-clis
 	$(PYTEST); rc=$$?; [ $$rc -eq 5 ] && exit 0; exit $$rc
 
 # The inner loop: lint, types and every test not marked `slow` (no kills,
@@ -42,12 +42,12 @@ tools:
 	@command -v strace >/dev/null && command -v ssh-keygen >/dev/null || \
 		(apt-get update -qq && apt-get install -y -qq strace openssh-client)
 
-# The pinned Claude Code CLI for tests/e2e (docs/e2e.md), under .cache/;
-# without npm the end-to-end tests skip, saying why.
-claude-code: $(STAMP)
-	$(BIN)/python -m tests.e2e.install_claude
+# The pinned agent CLIs (Claude Code, Codex, Gemini CLI) for tests/e2e
+# (docs/e2e.md), under .cache/; without npm the end-to-end tests skip, saying why.
+agent-clis: $(STAMP)
+	$(BIN)/python -m tests.e2e.pinned
 
-bench: $(STAMP) claude-code
+bench: $(STAMP) agent-clis
 	$(BIN)/python -m bench.run
 	$(BIN)/python -m bench.claude_session
 

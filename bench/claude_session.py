@@ -1,7 +1,7 @@
 """A scripted 40-Edit Claude Code session: gitwal's hooks against no-op hooks.
 
 The real ``claude`` CLI (the pinned version, installed on first use, see
-tests/e2e/install_claude.py) plays the same scripted session against the
+tests/e2e/pinned.py) plays the same scripted session against the
 scripted API on 127.0.0.1: rename ``getUserById`` to ``fetchUser`` in 40
 files, one Edit call per file. Three hook set-ups, each in a fresh repository
 and a fresh home:
@@ -48,9 +48,11 @@ from tests.e2e.claude import (
     stop_servers,
 )
 from tests.e2e.fake_api import FakeApi
-from tests.e2e.install_claude import VERSION, find_claude
+from tests.e2e.pinned import CLAUDE, find
 
 from .common import REPORT, Stats, fmt_ratio, fmt_spread, fmt_time, met, table
+
+VERSION = CLAUDE.version
 
 TARGET = 1.2
 # Seconds to let the disk settle first: after a benchmark that wrote and
@@ -182,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds the scripted model takes per turn")
     ap.add_argument("--json", action="store_true", help="print the raw timings as JSON too")
     args = ap.parse_args(argv)
-    found = find_claude()
+    found = find(CLAUDE)
     if found.path is None:
         print(f"claude_session: skipped: {found.reason}", file=sys.stderr)
         fill_report(f"{title(args.edits)}\n\nSkipped: {found.reason}\n",

@@ -79,9 +79,9 @@ def test_the_plugin_hook_refuses_a_call_when_python3_is_missing(repo: Path) -> N
 
 
 def test_the_plugin_and_its_marketplace_pass_claude_codes_own_validator() -> None:
-    from .e2e.install_claude import find_claude
+    from .e2e.pinned import CLAUDE, find
 
-    found = find_claude()
+    found = find(CLAUDE)
     if found.path is None:
         pytest.skip(found.reason)
     root = Path(__file__).resolve().parents[1]

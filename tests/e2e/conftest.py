@@ -10,17 +10,22 @@ from pathlib import Path
 import pytest
 
 from .claude import private_runtime_dir
-from .install_claude import find_claude
+from .pinned import CLAUDE, Pin, find
+
+
+def pinned_bin(pin: Pin) -> Path:
+    """The pinned binary, or a skip (a failure under GITWAL_E2E_REQUIRE) saying why."""
+    found = find(pin)
+    if found.path is None:
+        if os.environ.get("GITWAL_E2E_REQUIRE", "") not in ("", "0"):
+            pytest.fail(f"{pin.name} is required (GITWAL_E2E_REQUIRE): {found.reason}")
+        pytest.skip(f"{pin.name} end-to-end tests skipped: {found.reason}")
+    return found.path
 
 
 @pytest.fixture(scope="session")
 def claude_bin() -> Path:
-    found = find_claude()
-    if found.path is None:
-        if os.environ.get("GITWAL_E2E_REQUIRE", "") not in ("", "0"):
-            pytest.fail(f"Claude Code is required (GITWAL_E2E_REQUIRE): {found.reason}")
-        pytest.skip(f"Claude Code end-to-end tests skipped: {found.reason}")
-    return found.path
+    return pinned_bin(CLAUDE)
 
 
 @pytest.fixture(autouse=True)
