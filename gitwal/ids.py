@@ -20,6 +20,10 @@ CommitId = NewType("CommitId", str)
 # The state of a path that does not exist. Distinct from every object id and
 # from ``None`` (which in a record means "not known in advance").
 ABSENT = "absent"
+# The post state of an agent's file step whose effect gitwal could not compute
+# in advance (intents only; its commit records what was observed). Never
+# equal to a path's state, so nothing is ever taken for it.
+UNKNOWN = "unknown"
 
 _HEX = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 _RUN = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]{0,99}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .display import safe
+from .ids import ABSENT, UNKNOWN
 from .records.model import agent_tool
 from .redo import quote, redo_command
 
@@ -59,7 +60,7 @@ def redo_agent(o: Outcome) -> str:
         return (f"{what} {how}: run that command again with your {own} tool if it is "
                 "still needed")
     shown = [f"`git cat-file blob {quote(c)}` shows {text(p)}" for p, c in _posts(o)
-             if c != "absent"]
+             if c not in (ABSENT, UNKNOWN)]
     return (f"{what} did not land: make that change again with your {own} tool"
             + (f" (the intended result: {'; '.join(shown)})" if shown else ""))
 

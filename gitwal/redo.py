@@ -11,6 +11,7 @@ import shlex
 from typing import Any
 
 from .display import safe
+from .ids import UNKNOWN
 
 _NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
@@ -43,7 +44,8 @@ def quote(arg: str) -> str:
 
 def redo_command(tool: str, args: dict[str, Any], step: int | None = None,
                  run: str | None = None) -> str:
-    """The `git wal` command line that performs the step again.
+    """The `git wal` command line that performs the step again ("" for an
+    agent step whose post-image was not predicted).
 
     ``run``: name the run (``--run``); needed whenever it is not the current
     run of the worktree the command will run in, harmless when it is.
@@ -69,6 +71,8 @@ def redo_command(tool: str, args: dict[str, Any], step: int | None = None,
     if tool == "move_file":
         return f"{apply} move-file {q(args['src'])} {q(args['dst'])}"
     if tool == "write_files":  # an agent's multi-file call: one command per path
+        if UNKNOWN in args.get("contents", []):
+            return ""  # its result was never known: nothing to perform again
         return " && ".join(
             f"{apply} delete-file {q(path)}" if content == "absent" else
             f"git cat-file blob {q(str(content))} | {apply} write-file {q(path)} --from -"

@@ -110,12 +110,65 @@ def test_bash_pre_and_post_commit_the_post_tree(repo: Path) -> None:
     assert git(repo, "ls-tree", intent["pre"][0], "made.txt") == ""
 
 
-def test_an_edit_that_cannot_apply_logs_nothing_and_allows(repo: Path) -> None:
-    for old in ("not there", "l"):  # absent; ambiguous ("hello" has two l's)
+def test_an_edit_gitwal_cannot_predict_is_logged_before_it_with_an_unknown_post(
+        repo: Path) -> None:
+    # The old text is absent, or ambiguous ("hello" has two l's): gitwal's copy
+    # of the tool cannot compute the result, but the agent's tool might still
+    # succeed (looser matching, a newer version). The intent comes first anyway.
+    for old in ("not there", "l"):
         edit = {"file_path": str(repo / "README"), "old_string": old, "new_string": "x"}
         r = run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit", edit, "t" + old))
         assert (r.code, r.out) == (0, ""), r.err
-    assert intents(repo) == []
+    logged = intents(repo)
+    assert [i["args"]["agent"]["call"] for i in logged] == ["tnot there", "tl"]
+    for i in logged:
+        assert i["tool"] == "write_files" and i["post"] == ["unknown"]
+        assert i["args"]["contents"] == ["unknown"] and i["replay"] == "unsafe"
+    # The first call never closed and the file is untouched: not applied.
+    assert [i["status"] for i in logged] == ["aborted", "open"]
+    # The agent's tool did apply the second one after all: decided by hash.
+    (repo / "README").write_text("hexlo\n")
+    post = run_hook(repo, "claude", claude_tool(repo, "PostToolUse", "Edit",
+                                                {"file_path": str(repo / "README"),
+                                                 "old_string": "l", "new_string": "x"}, "tl"))
+    assert post.code == 0, post.err
+    [commit] = by_type(repo, "commit")
+    assert commit["post"] == [git(repo, "hash-object", "README").strip()]
+    assert commit["verified"].startswith("post not predicted")
+    last = intents(repo)[-1]
+    assert last["status"] == "committed" and last["prediction_miss"] is False
+    assert by_type(repo, "unlogged") == []
+    assert json.loads(ok(repo, "verify", "--run", RUN, "--json"))["ok"]
+
+
+def test_recovery_decides_an_unpredicted_edit_by_hash_and_never_guesses(repo: Path) -> None:
+    edit = {"file_path": str(repo / "README"), "old_string": "nope", "new_string": "x"}
+    assert run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit", edit,
+                                                "toolu_u")).code == 0
+    (repo / "README").write_text("changed by the tool, or torn\n")
+    proc = wal(repo, "recover", "--run", RUN, "--json")
+    assert proc.returncode == 3, proc.stderr  # in doubt: nothing written
+    [outcome] = json.loads(proc.stdout)["intents"]
+    assert outcome["outcome"] == "in-doubt" and "not predicted" in outcome["detail"]
+    assert (repo / "README").read_text() == "changed by the tool, or torn\n"
+    # --restore saves what was found in the log first, then puts the pre-image back.
+    proc = wal(repo, "recover", "--run", RUN, "--restore", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert (repo / "README").read_text() == "hello\n"
+    [outcome] = json.loads(proc.stdout)["intents"]
+    [saved] = outcome["saved"]
+    path, blob, command = saved["path"], saved["object"], saved["command"]
+    assert path == "README" and blob in command
+    assert git(repo, "cat-file", "blob", blob) == "changed by the tool, or torn\n"
+    # Untouched: not applied, and never redone (its effect is not known).
+    assert run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit", edit,
+                                                "toolu_v")).code == 0
+    proc = wal(repo, "recover", "--run", RUN, "--redo", "--json")
+    assert proc.returncode == 0, proc.stderr
+    [outcome] = json.loads(proc.stdout)["intents"]
+    assert outcome["outcome"] == "not-applied" and outcome["action"] == "aborted"
+    assert (repo / "README").read_text() == "hello\n"
+    assert json.loads(ok(repo, "verify", "--run", RUN, "--json"))["ok"]
 
 
 def test_paths_outside_the_tree_and_other_tools_are_not_logged(repo: Path,

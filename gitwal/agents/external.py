@@ -33,18 +33,20 @@ from typing import Any
 import pygit2
 
 from ..errors import ToolRefused, UnknownRun
-from ..ids import ABSENT, CommitId, Lsn, TreeId
+from ..ids import ABSENT, UNKNOWN, CommitId, Lsn, TreeId
 from ..log.store import Ref
 from ..records.model import (
     AGENT_ARG,
     MISS,
     REPLAY_SAFE,
     REPLAY_UNSAFE,
+    UNPREDICTED,
     Abort,
     Commit,
     Intent,
     Record,
     agent_tag,
+    unpredicted,
 )
 from ..run import Run
 from ..worktree.snapshot import CHECK
@@ -208,8 +210,12 @@ class External:
         """Log one intent for a call that sets ``paths`` to ``compute(pre-images)``.
 
         ``compute`` runs under the run lock on the pre-images logged, and
-        raises :class:`ToolRefused` when the call cannot apply (then nothing
-        of this call is logged, though an ``unlogged`` record may be).
+        raises :class:`ToolRefused` when it cannot say what the call will
+        write (the agent's tool may still succeed: its matching can be looser
+        than gitwal's copy of it, or a newer version's). The intent is logged
+        all the same, with the post ``unknown`` (docs/format.md): a change
+        never happens before its intent, and the closing hook, or recovery,
+        decides it by hash.
         """
         if len(set(paths)) != len(paths) or not paths:
             raise ToolRefused(f"{call.tool}: expected distinct paths, got {list(paths)}")
@@ -225,27 +231,31 @@ class External:
                 data, mode = self.wt.read(p)
                 pre_data.append(data)
                 modes.append(mode)
+            unpredicted = ""
             try:
                 post_data = compute(tuple(pre_data))
             except ToolRefused as e:
-                return Outcome((), None, e.message)
+                unpredicted = e.message
             pre_ids = [ABSENT if d is None else self.store.put_blob(d) for d in pre_data]
-            post_ids = [ABSENT if d is None else self.store.put_blob(d) for d in post_data]
+            post_ids = ([UNKNOWN] * len(paths) if unpredicted else
+                        [ABSENT if d is None else self.store.put_blob(d) for d in post_data])
             lsn = state.next_lsn
             tool, args = self._file_args(call, list(paths), post_ids)
             intent = Intent(
                 run=self.run.id, lsn=lsn, tool=tool, args=args, target=tuple(paths),
                 pre=tuple(pre_ids), post=tuple(post_ids), mode=tuple(modes),
-                replay=REPLAY_SAFE, key=f"{self.run.id}:{lsn}",
+                replay=REPLAY_UNSAFE if unpredicted else REPLAY_SAFE,
+                key=f"{self.run.id}:{lsn}",
             )
-            state.add(intent, [Ref(o) for o in {*pre_ids, *post_ids} - {ABSENT}])
-            return Outcome((), intent)
+            state.add(intent, [Ref(o) for o in {*pre_ids, *post_ids} - {ABSENT, UNKNOWN}])
+            note = f"post-image not predicted ({unpredicted})" if unpredicted else ""
+            return Outcome((), intent, note)
 
         return self._locked(call, event, wait, body)
 
     def _file_args(self, call: Call, paths: list[str],
                    post_ids: list[str]) -> tuple[str, dict[str, Any]]:
-        if len(paths) == 1 and post_ids[0] != ABSENT:
+        if len(paths) == 1 and post_ids[0] not in (ABSENT, UNKNOWN):
             # An end state: `recover --redo` and `verify` treat it as write_file.
             return "write_file", {"path": paths[0], "content": post_ids[0],
                                   AGENT_ARG: call.tag()}
@@ -319,6 +329,8 @@ class External:
             refs += rs
         if tuple(observed) == intent.post:
             verified = f"hash==post ({call.who(event)})"
+        elif unpredicted(intent):  # every target unknown: nothing to compare with
+            verified = f"{UNPREDICTED}: recorded as observed ({call.who(event)})"
         else:
             differ = [p for p, a, b in zip(intent.target, observed, intent.post, strict=True)
                       if a != b]

@@ -14,7 +14,7 @@ import click
 from .. import documents
 from ..display import safe
 from ..records.codec import to_dict
-from ..records.model import Abort, Commit, Intent, Record
+from ..records.model import Abort, Commit, Intent, Record, is_miss
 from ..wal import Wal
 from . import emit_json, handled
 from .options import JSON, RUN, VIEW
@@ -59,8 +59,7 @@ def _row(rec: Record, raw: bytes, closed: dict[int, Commit | Abort]) -> dict[str
     d["status"] = ("committed" if isinstance(closing, Commit)
                    else "aborted" if isinstance(closing, Abort) else "open")
     # A prediction miss: the commit recorded what it observed, not what was predicted.
-    d["prediction_miss"] = (rec.post is not None and isinstance(closing, Commit)
-                            and closing.post != rec.post)
+    d["prediction_miss"] = isinstance(closing, Commit) and is_miss(rec, closing)
     return d
 
 

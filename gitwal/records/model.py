@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..ids import Lsn, RunId
+from ..ids import UNKNOWN, Lsn, RunId
 
 FORMAT_VERSION = 1  # the ``v`` of every record (codec.py)
 REPLAY_SAFE = "safe"
@@ -171,6 +171,7 @@ def summary(record: Record) -> str:
 
 AGENT_ARG = "agent"  # the args key of an agent intent: {"name", "tool", "call", ...}
 MISS = "prediction miss"  # how a commit's `verified` text starts when post != predicted
+UNPREDICTED = "post not predicted"  # ... when the intent's post was `unknown`
 
 
 def agent_tag(intent: Intent) -> dict[str, Any] | None:
@@ -186,8 +187,19 @@ def agent_tool(args: dict[str, Any]) -> str | None:
 
 
 def is_miss(intent: Intent, commit: Commit) -> bool:
-    """A commit that recorded a post other than the predicted one (agent steps only)."""
-    return intent.post is not None and commit.post != intent.post
+    """A commit that recorded a post other than the predicted one (agent steps
+    only); a target whose post was not predicted (``unknown``) is no miss."""
+    if intent.post is None:
+        return False
+    if len(commit.post) != len(intent.post):
+        return True
+    return any(want not in (UNKNOWN, have)
+               for want, have in zip(intent.post, commit.post, strict=True))
+
+
+def unpredicted(intent: Intent) -> bool:
+    """An agent's file step logged before its effect was known (docs/format.md)."""
+    return intent.post is not None and UNKNOWN in intent.post
 
 
 # What an agent exports to the commands its shell tool runs: a process that

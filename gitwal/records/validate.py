@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..ids import ABSENT, Lsn, RunId, is_object_id
+from ..ids import ABSENT, UNKNOWN, Lsn, RunId, is_object_id
 from .model import (
     EXEC_TOOL,
     REPLAY_SAFE,
@@ -146,7 +146,7 @@ def build(cls: type[Record], body: dict[str, Any]) -> Record:
         tool = req("tool", str)
         pre = ids("pre")
         req("post", (list, type(None)))
-        post = None if body["post"] is None else ids("post")
+        post = None if body["post"] is None else _ids(body, "post", True, unknown=True)
         if (post is None) != (tool == "exec"):
             raise ValueError("post must be null for exec and a list for every other tool")
         mode = tuple(req("mode", list))
@@ -159,6 +159,11 @@ def build(cls: type[Record], body: dict[str, Any]) -> Record:
         replay = req("replay", str)
         if replay not in (REPLAY_SAFE, REPLAY_UNSAFE):
             raise ValueError(f"replay must be {REPLAY_SAFE!r} or {REPLAY_UNSAFE!r}")
+        # An unpredicted post is an agent's multi-file step, never replayed.
+        if post is not None and UNKNOWN in post and (
+                tool != MULTI_FILE_TOOL or replay != REPLAY_UNSAFE):
+            raise ValueError(f"post {UNKNOWN!r} is for {MULTI_FILE_TOOL} intents that are "
+                             f"{REPLAY_UNSAFE}")
         check = body.get("check")
         if check is not None and not isinstance(check, str):
             raise ValueError("check must be a string or null")
@@ -233,9 +238,11 @@ def _req(body: dict[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
     return value
 
 
-def _ids(body: dict[str, Any], name: str, allow_absent: bool) -> tuple[str, ...]:
+def _ids(body: dict[str, Any], name: str, allow_absent: bool,
+         unknown: bool = False) -> tuple[str, ...]:
     values = _req(body, name, list)
     for v in values:
-        if type(v) is not str or not (is_object_id(v) or (allow_absent and v == ABSENT)):
+        if type(v) is not str or not (is_object_id(v) or (allow_absent and v == ABSENT)
+                                      or (unknown and v == UNKNOWN)):
             raise ValueError(f"field {name!r} holds something that is not an object id")
     return tuple(values)

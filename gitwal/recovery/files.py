@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..crashpoints import crash_point
 from ..effects import apply_post, missing_images, restore_pre, run_check
 from ..log.store import Ref
-from ..records.model import REPLAY_SAFE, Abort, Commit, Intent
+from ..records.model import REPLAY_SAFE, Abort, Commit, Intent, unpredicted
 from ..report import APPLIED, IN_DOUBT, NOT_APPLIED, SUPERSEDED, TORN, Outcome
 from ..worktree.overwrite import (
     DIRECTORY,
@@ -97,6 +97,11 @@ class FileDecisions(DecisionHost):
         shown = describe(Kept(p, s) for p, s in zip(intent.target, now, strict=True)
                          if p in foreign)
         detail = f"in doubt: {shown}"
+        if unpredicted(intent):
+            # Its post was not predicted: the agent's tool may have written it
+            # whole, or died half-way; only a person can tell.
+            detail += (" (the agent's tool may have written it: its post-image was not "
+                       "predicted, so gitwal cannot tell a finished write from a torn one)")
         if dry_run or not self.restore:
             return self._outcome(intent, IN_DOUBT, "none" if dry_run else "left-open", detail,
                                  foreign, True)

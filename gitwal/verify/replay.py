@@ -19,13 +19,14 @@ from pygit2.enums import ObjectType
 
 from .. import tools
 from ..errors import WalError
-from ..ids import ABSENT
+from ..ids import ABSENT, UNKNOWN
 from ..ledger import EXEC, Fold, Ledger, Rules
 from ..log.segments import Entry, Failure, Segment, object_kind
 from ..records.model import (
     AGENT_ARG,
     MISS,
     REPLAY_SAFE,
+    REPLAY_UNSAFE,
     Abort,
     Checkpoint,
     Commit,
@@ -34,7 +35,9 @@ from ..records.model import (
     Record,
     Seal,
     Unlogged,
+    is_miss,
     type_name,
+    unpredicted,
 )
 from ..worktree.snapshot import tree_state
 from ..worktree.tree import MODE_TREE, Worktree, blob_id
@@ -185,7 +188,11 @@ def _write_files_problems(label: str, i: Intent) -> list[str]:
         problems.append(f"{label}: args.paths {i.args.get('paths')!r} is not the target")
     if i.args.get("contents") != list(i.post or ()):
         problems.append(f"{label}: args.contents is not the post-images")
-    if i.replay != REPLAY_SAFE:
+    if unpredicted(i):
+        if set(i.post or ()) != {UNKNOWN} or i.replay != REPLAY_UNSAFE:
+            problems.append(f"{label}: a step whose post was not predicted has every post "
+                            f"{UNKNOWN!r} and is never replayed")
+    elif i.replay != REPLAY_SAFE:
         problems.append(f"{label}: file tools are replay-safe, the record says {i.replay!r}")
     for path, pre, mode in zip(i.target, i.pre, i.mode, strict=True):
         if (pre == ABSENT) != (mode == 0):
@@ -212,7 +219,7 @@ def intent_failures(repo: pygit2.Repository, run: str, history: list[Entry]) -> 
                 if len(r.post) != 1 or r.post[0] == ABSENT:
                     out.append(Failure(run, "intent", f"commit LSN {r.lsn} of exec intent "
                                        f"{i.lsn} must name one post tree", r.lsn))
-            elif r.post != i.post and not (
+            elif is_miss(i, r) and not (
                     len(r.post) == len(i.target) and _prediction_miss(i, r)):
                 got = ", ".join(f"{p} = {short(x)}" for p, x in zip(i.target, r.post,
                                                                      strict=False))
@@ -297,7 +304,7 @@ def named_objects(rec: Record, intents: dict[int, Intent]) -> list[tuple[str, st
     elif isinstance(rec, Unlogged):
         out += [(o, f"observed state of {p}", ObjectType.BLOB)
                 for p, o in zip(rec.paths, rec.observed, strict=False)]
-    return [x for x in out if x[0] != ABSENT]
+    return [x for x in out if x[0] not in (ABSENT, UNKNOWN)]
 
 
 def object_failures(repo: pygit2.Repository, run: str, segments: list[Segment],

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import pygit2
 
 from ..errors import PathRefused
-from ..ids import ABSENT, BlobId, TreeId
+from ..ids import ABSENT, UNKNOWN, BlobId, TreeId
 from .restore import restore_paths
 from .tree import MODE_GITLINK, MODE_TREE, Worktree, blob_id
 
@@ -94,7 +94,7 @@ def torn_prefix(repo: pygit2.Repository, wt: Worktree, rel: str, post: str,
     writing ``post`` in place leaves. A prefix of both (an older version of a
     file that only grows, say after ``git reset --hard``) proves nothing: it
     may be a person's choice, so it does not count as gitwal's bytes."""
-    if post == ABSENT:
+    if post in (ABSENT, UNKNOWN):
         return False
     try:
         data, _mode = wt.read(rel)
