@@ -395,3 +395,26 @@ def test_decode_tolerates_layout_but_gitwal_writes_canonical() -> None:
     back = decode(pretty, WHERE)
     assert back == ABORT
     assert encode(back) == encode(ABORT) != pretty
+
+
+UNPREDICTED = Intent(
+    run=RUN, lsn=Lsn(2), tool="write_files",
+    args={"paths": ["a", "b"], "contents": ["unknown", "unknown"],
+          "agent": {"name": "gemini-cli", "tool": "replace", "call": "c1"}},
+    target=("a", "b"), pre=(A, ABSENT), post=("unknown", "unknown"), mode=(0o100644, 0),
+    replay=REPLAY_UNSAFE, key=f"{RUN}:2",
+)
+
+
+def test_an_unpredicted_agent_step_round_trips() -> None:
+    assert decode(encode(UNPREDICTED), WHERE) == UNPREDICTED
+
+
+@pytest.mark.parametrize(("record", "change"), [
+    (UNPREDICTED, {"replay": REPLAY_SAFE}),  # it would be redone with no known result
+    (INTENT, {"post": ["unknown"]}),  # only an agent's write_files may say it
+    (INTENT, {"pre": ["unknown"]}),
+    (COMMIT, {"post": ["unknown"]}),  # a commit records what was observed
+], ids=["replay-safe", "other-tool", "in-pre", "in-commit"])
+def test_unknown_is_refused_anywhere_else(record: Record, change: dict[str, Any]) -> None:
+    refused(dumps(raw_of(record) | change))
