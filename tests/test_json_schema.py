@@ -173,6 +173,14 @@ def test_an_agents_run_has_unlogged_changes_and_a_prediction_miss(repo: Path) ->
     st = document(wal(repo, "status", "--run", run, "--json"), "status")
     assert st["prediction_miss"] == [edit_intent["lsn"]] and st["unlogged"] == [unlogged["lsn"]]
     assert st["open"] == [unlogged["lsn"] + 1]
+    # An edit gitwal cannot compute: logged with the post "unknown", then in doubt.
+    guess = {"file_path": str(readme), "old_string": "not there", "new_string": "x"}
+    assert run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit", guess, "t3")).code == 0
+    readme.write_text("whatever the tool wrote\n")
+    unknown = log_lines(repo, run)[-1]
+    assert unknown["type"] == "intent" and unknown["post"] == ["unknown"]
+    rec = document(wal(repo, "recover", "--run", run, "--json"), "recover", 3)
+    assert [(i["outcome"], i["redo"]) for i in rec["intents"]] == [("in-doubt", "")]
 
 
 def test_no_runs_is_an_empty_list_and_a_damaged_run_says_why(repo: Path) -> None:
