@@ -62,15 +62,22 @@ class ShellStep:
 
     call: Call
     command: str
+    directory: str | None = None  # where it runs, when not the agent's cwd (Gemini's dir_path)
 
 
 @dataclass(frozen=True)
 class Close:
-    """The call is over: ``error`` is None when it succeeded."""
+    """The call is over: ``error`` is None when it succeeded.
+
+    ``outcome`` words a shell call's end from what the payload carries: "exit
+    code 3" where the agent reports the status, "finished" where it does not
+    (a shell step that ran is committed either way: its effects happened).
+    """
 
     call: Call
     paths: tuple[str, ...] = ()  # the files it targeted (absolute); () for a shell call
     error: str | None = None
+    outcome: str = "tool succeeded"
 
 
 @dataclass(frozen=True)
@@ -220,9 +227,10 @@ class Session:
             full = n is not None and n <= self.config.tree_check_limit
         return External(run, full_check=full, async_close=self.async_close)
 
-    def tree_dir(self) -> str | None:
-        """The agent's working directory relative to the top of the tree ("" at it)."""
-        real = Path(os.path.realpath(self.cwd))
+    def tree_dir(self, directory: str | None = None) -> str | None:
+        """The agent's working directory (or ``directory``, relative to it) relative
+        to the top of the tree ("" at it); None outside the tree."""
+        real = Path(os.path.realpath(self.cwd / directory if directory else self.cwd))
         root = self.wal.wt.root
         if real == root:
             return ""
@@ -292,7 +300,7 @@ def _perform(session: Session, action: Action, event: str) -> Reply:
         return Reply(outcome=out)
     if isinstance(action, ShellStep):
         run = session.run()
-        cwd = session.tree_dir()
+        cwd = session.tree_dir(action.directory)
         out = session.external(run, shell=True).intend_exec(
             action.call, ["bash", "-c", action.command], cwd, event,
             session.config.open_wait)
@@ -305,7 +313,8 @@ def _perform(session: Session, action: Action, event: str) -> Reply:
         if action.paths and not paths:
             return Reply()
         ext = session.external(run, shell=not action.paths)
-        return Reply(outcome=ext.close(action.call, event, paths, action.error))
+        return Reply(outcome=ext.close(action.call, event, paths, action.error,
+                                       action.outcome))
     if not session.exists():
         return Reply()  # no run yet: nothing of this session to secure
     run = session.wal.run(session.run_id)

@@ -286,8 +286,9 @@ class External:
         return self._locked(call, event, wait, body)
 
     def close(self, call: Call, event: str = "PostToolUse", paths: Sequence[str] = (),
-              error: str | None = None) -> Outcome:
-        """Close the call's intent after the agent's effect (``error``: it failed).
+              error: str | None = None, outcome: str = "tool succeeded") -> Outcome:
+        """Close the call's intent after the agent's effect (``error``: it failed;
+        ``outcome``: how a shell call ended, in the commit's words).
 
         A call with no open intent (none was durable, or it was settled
         already) has its ``paths`` (or, for a shell call, the tree) compared
@@ -312,7 +313,7 @@ class External:
             elif intent.tool == "exec":
                 snap = self.wt.snapshot(self.run.id)
                 state.add(Commit(self.run.id, state.next_lsn, intent.lsn, (snap,),
-                                 f"tool succeeded ({call.who(event)})"),
+                                 f"{outcome} ({call.who(event)})"),
                           [Ref(snap, is_tree=True)])
             else:
                 self._close_file(state, call, event, intent)
