@@ -60,6 +60,20 @@ def test_the_plugin_hook_refuses_a_call_when_gitwal_is_missing(repo: Path) -> No
     assert r.returncode == 2 and "is gitwal installed" in r.stderr, r.stderr
 
 
+def test_the_plugin_hook_refuses_a_call_when_its_python_fails(repo: Path) -> None:
+    # A python3 that dies before the client decides (too old to parse it, a
+    # broken install: exit 1 with a traceback) must not let the call through.
+    bare = repo.parent / "bin"
+    bare.mkdir()
+    (bare / "python3").write_text("#!/bin/sh\necho 'SyntaxError: invalid syntax' >&2\nexit 1\n")
+    (bare / "python3").chmod(0o755)
+    write = {"file_path": str(repo / "n.txt"), "content": "n\n"}
+    r = run_plugin_hook(repo, claude_tool(repo, "PreToolUse", "Write", write, "toolu_p"),
+                        f"{bare}{os.pathsep}/usr/bin:/bin")
+    assert r.returncode == 2, r.stderr
+    assert "python3 failed to run (exit 1), so this call cannot be logged" in r.stderr
+
+
 def test_the_plugin_hook_refuses_a_call_when_python3_is_missing(repo: Path) -> None:
     empty = repo.parent / "only-sh"  # sh, and no python3: exit 127 becomes a refusal
     empty.mkdir()
@@ -68,7 +82,7 @@ def test_the_plugin_hook_refuses_a_call_when_python3_is_missing(repo: Path) -> N
     r = run_plugin_hook(repo, claude_tool(repo, "PreToolUse", "Write", write, "toolu_p"),
                         str(empty))
     assert r.returncode == 2, r.stderr
-    assert "python3 could not be started (exit 127), so this call cannot be logged" in r.stderr
+    assert "python3 failed to run (exit 127), so this call cannot be logged" in r.stderr
     stop = inst.plugin_command(blocking=False)
     r = run_plugin_hook(repo, {"hook_event_name": "Stop", "session_id": "s", "cwd": str(repo)},
                         str(empty), stop)

@@ -246,13 +246,34 @@ def test_a_project_install_works_in_another_environment_and_fails_closed_without
     assert r.returncode == 1 and "so this hook call was not logged" in r.stderr
     assert calls(repo) == ["toolu_1", "toolu_2"]
 
+    # The environment cannot import gitwal any more (a broken upgrade, a
+    # half-removed package): the cached client dies with a traceback (exit 1),
+    # which an agent would take as "go on"; the call is refused instead.
+    client = packages / "gitwal" / "agents" / "client.py"
+    saved = client.read_bytes()
+    client.write_text("raise ImportError('broken install')\n")
+    r = run(pre, repo, write("toolu_5", "five.txt"), there)
+    assert r.returncode == 2, r.stderr
+    assert "git-wal-hook failed to run (exit 1), so this call cannot be logged" in r.stderr
+    r = run(stop, repo, claude(repo, "Stop", stop_hook_active=False), there)
+    assert r.returncode == 1  # a Stop hook is never turned into a block
+    # Without the cached client, git-wal-hook itself cannot import gitwal: refused too.
+    (packages / "gitwal").rename(packages / "gitwal-moved")
+    r = run(pre, repo, write("toolu_6", "six.txt"), there)
+    assert r.returncode == 2 and "No module named 'gitwal'" in r.stderr, r.stderr
+    (packages / "gitwal-moved").rename(packages / "gitwal")
+    client.write_bytes(saved)
+    assert calls(repo) == ["toolu_1", "toolu_2"]
+
     # The environment's python is gone (recreated elsewhere, Python upgraded):
     # git-wal-hook cannot start (127), and the call is refused, not let through.
     for p in (venv / "bin").glob("python*"):
         p.unlink()
     r = run(pre, repo, write("toolu_4", "four.txt"), there)
     assert r.returncode == 2, r.stderr
-    assert "git-wal-hook could not be started (exit 127)" in r.stderr
+    assert "git-wal-hook failed to run (exit 127)" in r.stderr
+    r = run(stop, repo, claude(repo, "Stop", stop_hook_active=False), there)
+    assert r.returncode == 1 and "could not be started (exit 127)" in r.stderr
     assert calls(repo) == ["toolu_1", "toolu_2"]
 
 

@@ -101,11 +101,12 @@ def hook_command(agent: str, fast: bool = True, blocking: bool = True) -> str:
     install straight from the launch cache (launch.py), or through
     ``git-wal-hook`` when the cache has no usable record for it; the in-process
     form runs ``git-wal hook AGENT``. Without gitwal on PATH, or when it cannot
-    be started (exit 126 or 127: its python is gone), the command fails closed
-    for an event that can refuse a call (``blocking``: exit 2, which the agents
-    treat as a refusal) and with a visible non-blocking error (exit 1)
-    otherwise (an exit 2 at ``Stop`` would keep the agent going), and says
-    what to install or how to remove the hooks.
+    run (exit 126 or 127: its python is gone; for an event that can refuse a
+    call, any exit but 0 and 2: e.g. a python that cannot import gitwal), the
+    command fails closed for an event that can refuse a call (``blocking``:
+    exit 2, which the agents treat as a refusal) and with a visible
+    non-blocking error (exit 1) otherwise (an exit 2 at ``Stop`` would keep the
+    agent going), and says what to install or how to remove the hooks.
 
     It runs under ``sh``, whatever shell the agent uses (Claude Code and
     Gemini CLI use bash, Codex the user's login shell, which may be fish): the
@@ -118,14 +119,15 @@ def hook_command(agent: str, fast: bool = True, blocking: bool = True) -> str:
            f"or remove the gitwal hooks (git wal uninstall {agent}).")
     name = "git-wal-hook" if fast else "git-wal"
     found = (f'h=$(command -v {name}) || {{ echo "gitwal: {name} is not on PATH, {what}. '
-             f'{fix}" >&2; exit {code}; }}; ')
+             f'{fix}" >&2; exit {code}; }}; r=; ')
+    # No exec: the exit status must come back here to be checked below.
     cached = ('f="${XDG_CACHE_HOME:-$HOME/.cache}/gitwal/' + launch.CACHE_NAME + '"; '
               'if [ -f "$f" ]; then while IFS= read -r k <&3 && IFS= read -r p <&3 && '
-              'IFS= read -r c <&3; do [ "$k" = "$h" ] && [ -x "$p" ] && [ -f "$c" ] && '
-              f'exec "$p" -S -E "$c" {agent} 3<&-; done 3<"$f"; fi; ')
-    run = f'"$h" {agent}; ' if fast else f'"$h" hook {agent}; '
-    broken = (f'r=$?; case $r in 126|127) echo "gitwal: {name} could not be started '
-              f'(exit $r), {what}. {fix}" >&2; exit {code};; esac; exit $r')
+              'IFS= read -r c <&3; do if [ "$k" = "$h" ] && [ -x "$p" ] && [ -f "$c" ]; '
+              f'then "$p" -S -E "$c" {agent} 3<&-; r=$?; break; fi; done 3<"$f"; fi; ')
+    run = (f'[ -n "$r" ] || {{ "$h" {agent}; r=$?; }}; ' if fast
+           else f'"$h" hook {agent}; r=$?; ')
+    broken = _checked(name, blocking, fix)
     return "sh -c '" + found + (cached if fast else "") + run + broken + "'"
 
 
@@ -142,13 +144,27 @@ def plugin_command(blocking: bool = True) -> str:
     client, run by the ``python3`` on PATH, finding ``git-wal`` on PATH. The
     client refuses a blocking call when ``git-wal`` cannot be run; this wrapper
     does the same when ``python3`` itself cannot (exit 126 or 127)."""
-    code = 2 if blocking else 1
-    what = ("so this call cannot be logged and is refused" if blocking
-            else "so this hook call was not logged")
-    return ("sh -c 'python3 -S -E \"${CLAUDE_PLUGIN_ROOT}/scripts/gitwal_client.py\" claude "
-            "--git-wal git-wal; r=$?; case $r in 126|127) echo \"gitwal: python3 could not be "
-            f"started (exit $r), {what}. Install Python 3 and gitwal (pipx install gitwal), "
-            f"or disable the gitwal plugin.\" >&2; exit {code};; esac; exit $r'")
+    run = ("python3 -S -E \"${CLAUDE_PLUGIN_ROOT}/scripts/gitwal_client.py\" claude "
+           "--git-wal git-wal; r=$?; ")
+    fix = "Install Python 3 and gitwal (pipx install gitwal), or disable the gitwal plugin."
+    return "sh -c '" + run + _checked("python3", blocking, fix) + "'"
+
+
+def _checked(name: str, blocking: bool, fix: str) -> str:
+    """The end of a hook command: how the exit status ``$r`` of ``name`` reaches
+    the agent.
+
+    A hook that can refuse a call answers 0 (go on) or 2 (refused); anything
+    else means gitwal did not run at all (126/127: its python is gone; 1: a
+    python that cannot import gitwal), and an unlogged change must not go
+    through: exit 2. Any other hook passes its status on, except that 126/127
+    gets a message saying what to do.
+    """
+    if blocking:
+        return (f'case $r in 0|2) exit $r;; esac; echo "gitwal: {name} failed to run '
+                f'(exit $r), so this call cannot be logged and is refused. {fix}" >&2; exit 2')
+    return (f'case $r in 126|127) echo "gitwal: {name} could not be started (exit $r), so '
+            f'this hook call was not logged. {fix}" >&2; exit 1;; esac; exit $r')
 
 
 def plugin_groups() -> Groups:
