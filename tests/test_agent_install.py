@@ -266,3 +266,23 @@ def test_install_gemini_mcp_registers_the_server_in_its_settings(repo: Path) -> 
     assert data["hooks"]["BeforeTool"]
     ok(repo, "uninstall", "gemini", "--mcp")
     assert json.loads(path.read_text()) == user
+
+
+@pytest.mark.parametrize("unit", ["    ", "\t", "  "])
+def test_install_keeps_the_files_own_layout_and_uninstall_restores_it(repo: Path,
+                                                                      unit: str) -> None:
+    # A settings file a team keeps in its own style (4 spaces, tabs, key order):
+    # install rewrites only "hooks", in that style; uninstall gives the bytes back.
+    (repo / ".claude").mkdir()
+    path = repo / ".claude" / "settings.json"
+    own = {"permissions": USER_SETTINGS["permissions"], "model": "opus"}
+    original = json.dumps(own, indent=unit) + "\n"
+    path.write_text(original)
+    ok(repo, "install", "claude")
+    text = path.read_text()
+    assert text.startswith(original[:original.rindex("\n}")])  # every own byte, in place
+    assert f'\n{unit}"hooks": {{\n{unit}{unit}"PreToolUse": [\n' in text
+    assert "\n" + unit * 3 + "{\n" in text  # nested levels in the same unit
+    assert settings(repo)["model"] == "opus" and commands(settings(repo), "PreToolUse")
+    ok(repo, "uninstall", "claude")
+    assert path.read_text() == original

@@ -252,16 +252,17 @@ def back_up(path: Path) -> Path:
 
 
 def _store(t: Target, data: dict[str, Any], commented: bool, notes: list[str] | None) -> None:
-    if commented:
-        # Only the members that change are rewritten, so the comments stay
-        # (jsonc.edit); when that cannot be done, the original stays whole
-        # beside the rewritten file.
-        text = t.path.read_text(encoding="utf-8")
+    # Only the members that change are rewritten (jsonc.edit), in the file's own
+    # indentation, so the user's layout and comments stay; when that cannot be
+    # done, a file with comments is kept whole beside the rewritten one.
+    text = t.path.read_text(encoding="utf-8") if t.path.exists() else ""
+    if text.strip():
         edited = edit(text, read(t.path, jsonc=True)[0], data)
         if edited is not None:
             mode = t.path.stat().st_mode & 0o777
             atomic_write(t.path, edited.encode("utf-8"), mode, tag="gitwal")
             return
+    if commented:
         backup = back_up(t.path)
         if notes is not None:
             notes.append(f"{t.path} held comments that could not be kept in place: the file "

@@ -125,7 +125,10 @@ def _indent(text: str, at: int) -> str:
 
 
 def _dump(value: Any, indent: str) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False).replace("\n", "\n" + indent)
+    """``value`` as it would sit in a member indented by ``indent``: nested
+    levels use that same unit (two spaces, four, a tab: the file's own)."""
+    return json.dumps(value, indent=indent or "  ",
+                      ensure_ascii=False).replace("\n", "\n" + indent)
 
 
 def edit(text: str, old: dict[str, Any], new: dict[str, Any]) -> str | None:
