@@ -136,7 +136,8 @@ def test_clean_runs_pass_in_every_format_after_gc_and_in_a_mirror(
 def test_progress_goes_to_stderr_only_on_a_terminal(repo: Path) -> None:
     master, slave = pty.openpty()
     proc = subprocess.run([GIT_WAL, "verify", "--all"], cwd=repo, stderr=slave,
-                          stdout=subprocess.PIPE, text=True)
+                          stdout=subprocess.PIPE, text=True,
+                          env={**os.environ, "GITWAL_PROGRESS_DELAY": "0"})
     os.close(slave)
     shown = b""
     try:
@@ -146,8 +147,9 @@ def test_progress_goes_to_stderr_only_on_a_terminal(repo: Path) -> None:
         pass
     os.close(master)
     assert proc.returncode == 0 and proc.stdout == ok(repo, "verify", "--all")
-    assert f"verify [1/2] {A}: reading the log".encode() in shown
-    assert f"verify [2/2] {B}: branch check".encode() in shown
+    assert f"gitwal: verifying [1/2] {A}: reading the log".encode() in shown
+    assert f"gitwal: verifying [2/2] {B}: branch check".encode() in shown
+    assert shown.endswith(b"\r\x1b[K")  # erased: the terminal is left as it was
 
 
 # -- the tamper corpus ------------------------------------------------------

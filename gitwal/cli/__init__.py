@@ -294,9 +294,11 @@ COMMANDS = {
 @click.version_option(package_name="gitwal")
 def main() -> None:
     """A write-ahead log for coding agents, kept in git (refs/wal/<run>)."""
+    from .. import progress
     from ..repository import bound_memory
 
     bound_memory()
+    progress.enable()  # a status line for long work, on a terminal only
 
 
 __all__ = ["COMMANDS", "commands_to_stderr", "emit_json", "fail", "handled", "main"]

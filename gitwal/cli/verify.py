@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 import pygit2
 
+from .. import progress
 from ..errors import EXIT_ERROR
 from ..log.runs import select_runs
 from ..repository import open_repository
@@ -87,11 +88,6 @@ def _allowed_signers(repo: pygit2.Repository, explicit: Path | None) -> Path | N
     return found.path
 
 
-def _progress(n: int, of: int, run: str, what: str) -> None:
-    # \r + erase-line: one status line that the next one overwrites.
-    click.echo(f"\r\x1b[Kverify [{n}/{of}] {run}: {what}", err=True, nl=False)
-
-
 @click.command("verify")
 @RUN
 @click.option("--all", "everything", is_flag=True,
@@ -126,10 +122,9 @@ def verify_(run_id: str | None, everything: bool, branch: str | None, fmt: str,
     runs = select_runs(repo, run_id, everything)
     options = Options(branch=branch, allowed_signers=_allowed_signers(repo, allowed),
                       require_signed=require_signed, require_sealed=require_sealed)
-    tty = sys.stderr.isatty()
-    report = verify(repo, runs, options, progress=_progress if tty else None)
-    if tty and runs:
-        click.echo("\r\x1b[K", err=True, nl=False)
+    with progress.status("verifying") as line:
+        report = verify(repo, runs, options,
+                        progress=lambda n, of, run, what: line.update(f"[{n}/{of}] {run}: {what}"))
     if fmt == "json":
         emit_json(report.to_dict())
     elif fmt == "junit":

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pygit2
 
+from .. import progress
 from ..errors import RunBusy, WalError
 from ..ids import CommitId, RunId, valid_run_id
 from ..log.rewrite import ARCHIVE_PREFIX, CHECKPOINT_PREFIX
@@ -30,7 +31,6 @@ from .refs import (
     fetch_refspecs,
     last_line,
     resolve_remote,
-    run_git,
     split_ref,
     staging_prefix,
 )
@@ -118,8 +118,9 @@ def fetch(cwd: Path, remote: str | None, offline: bool = False,
                        "run ids are letters, digits, '.', '_' and '-' (`git wal runs`)")
     if not offline:
         specs = fetch_refspecs(name, run)
-        proc = run_git(cwd, "fetch", "--no-tags", "--prune", "--no-write-fetch-head",
-                    "--recurse-submodules=no", name, *specs)
+        proc = progress.run_git(cwd, ["fetch", "--no-tags", "--prune", "--no-write-fetch-head",
+                                      "--recurse-submodules=no", name, *specs],
+                                f"fetching from {name}")
         if proc.returncode != 0:
             raise WalError(f"git fetch {name} failed: {last_line(proc.stderr)}",
                            "check the remote's URL and your access (`git remote -v`); "

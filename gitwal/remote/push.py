@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pygit2
 
+from .. import progress
 from ..display import safe
 from ..errors import WalError
 from ..log.rewrite import ARCHIVE_PREFIX
@@ -66,7 +67,8 @@ def _push_batch(cwd: Path, remote: str, refs: Sequence[str],
         batch = refs[i:i + PUSH_BATCH]
         args = ["push", "--porcelain", "--no-follow-tags", "--recurse-submodules=no"]
         args += [f"--force-with-lease={ref}:{leases[ref]}" for ref in batch if ref in leases]
-        proc = run_git(cwd, *args, remote, *[f"{ref}:{ref}" for ref in batch])
+        proc = progress.run_git(cwd, [*args, remote, *[f"{ref}:{ref}" for ref in batch]],
+                                f"pushing to {remote}")
         messages += [ln.rstrip() for ln in proc.stderr.splitlines() if ln.startswith("remote:")]
         seen = _porcelain(proc.stdout)
         if not seen and proc.returncode != 0:

@@ -68,8 +68,12 @@ def run_git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def last_line(text: str) -> str:
+    """What git said went wrong: its first ``fatal:``/``error:`` line (the advice
+    that follows, "Please make sure you have the correct access rights...", is
+    not the cause), else its last line."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return lines[-1] if lines else "no output"
+    causes = [ln for ln in lines if ln.startswith(("fatal:", "error:"))]
+    return causes[0] if causes else lines[-1] if lines else "no output"
 
 
 def resolve_remote(cwd: Path, name: str | None) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pygit2
 
-from .. import secrets
+from .. import progress, secrets
 from ..durable import makedirs_durable, sync_filesystem
 from ..errors import WalError
 from ..ids import ABSENT, TreeId
@@ -83,7 +83,8 @@ class Snapshots:
         pats = secrets.patterns(self.repo)
         excludes, changed = secrets.excludes_file(self.repo, pats)
         try:
-            tree = self._write_tree(index, lock, excludes, pats, changed, watch)
+            with progress.status("snapshotting the working tree", tick=True):
+                tree = self._write_tree(index, lock, excludes, pats, changed, watch)
         except WalError:
             index.unlink(missing_ok=True)  # torn or foreign: start from nothing
             tree = self._write_tree(index, lock, excludes, pats, changed, watch)
