@@ -102,6 +102,11 @@ def render(report: Report) -> str:
         )
     elif not cp or not cp.committed:
         lines.append("Committed: no step yet.")
+    for dec in report.decided:
+        lines.append(f"LSN {dec.lsn} ({describe(dec.tool, dec.args, dec.target)}) was decided "
+                     f"{'applied' if dec.applied else 'not applied'} by a person, "
+                     f"{text(dec.decided_by)}" + (f": {text(dec.note)}" if dec.note else "")
+                     + (" (as found: do not redo it)." if dec.applied else "."))
     redo: list[Outcome] = []
     for o in report.outcomes:
         lines.append(f"LSN {o.lsn} ({describe(o.tool, o.args, o.target)}) was intended, "

@@ -59,6 +59,24 @@ class Done:
 
 
 @dataclass(frozen=True)
+class Decided:
+    """A step closed by a person's decision (`git wal resolve`), as reported."""
+
+    lsn: Lsn  # the intent
+    tool: str
+    args: dict[str, Any]
+    target: tuple[str, ...]
+    applied: bool
+    decided_by: str
+    note: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"lsn": self.lsn, "tool": self.tool, "target": list(self.target),
+                "decision": "applied" if self.applied else "not-applied",
+                "decided_by": self.decided_by, "note": self.note}
+
+
+@dataclass(frozen=True)
 class Report:
     run: str
     plan: Plan
@@ -78,6 +96,7 @@ class Report:
     finished_restore: tuple[str, ...] = ()
     last_step: Intent | None = None  # the newest committed intent
     last_agent_step: Intent | None = None  # ... that an agent's tool call made
+    decided: tuple[Decided, ...] = ()  # steps closed by a person since the checkpoint
 
     @property
     def in_doubt(self) -> bool:
@@ -126,6 +145,7 @@ class Report:
                 for i in self.committed
             ],
             "aborted": list(self.aborted),
+            "decided": [d.to_dict() for d in self.decided],
             "intents": [
                 {
                     "lsn": o.lsn, "tool": o.tool, "args": o.args, "target": list(o.target),

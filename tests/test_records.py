@@ -418,3 +418,20 @@ def test_an_unpredicted_agent_step_round_trips() -> None:
 ], ids=["replay-safe", "other-tool", "in-pre", "in-commit"])
 def test_unknown_is_refused_anywhere_else(record: Record, change: dict[str, Any]) -> None:
     refused(dumps(raw_of(record) | change))
+
+
+def test_a_persons_decision_round_trips_and_is_canonical() -> None:
+    decided = dataclasses.replace(COMMIT, decided_by="Ada <ada@example.org>", note="checked")
+    assert decode(encode(decided), WHERE) == decided
+    dropped = dataclasses.replace(ABORT, decided_by="Ada <ada@example.org>")
+    assert decode(encode(dropped), WHERE) == dropped
+    assert "note" not in to_dict(dropped)  # optional fields are written only when set
+    assert "decided_by" not in to_dict(COMMIT)  # older records stay byte-identical
+
+
+@pytest.mark.parametrize("change", [{"decided_by": ""}, {"note": ""}, {"decided_by": 7},
+                                    {"note": "why, but by nobody"}],
+                         ids=["empty-decider", "empty-note", "not-a-string", "note-alone"])
+def test_a_malformed_decision_is_refused(change: dict[str, Any]) -> None:
+    refused(dumps(raw_of(COMMIT) | change))
+    refused(dumps(raw_of(ABORT) | change))

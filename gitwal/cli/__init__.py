@@ -277,6 +277,7 @@ COMMANDS = {
     "recover": ".recover:recover",
     "remote": ".remote:remote_",
     "repair": ".repair:repair",
+    "resolve": ".recover:resolve",
     "runs": ".inspect:runs",
     "seal": ".seal:seal",
     "show": ".show:show",

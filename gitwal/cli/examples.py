@@ -48,6 +48,12 @@ EXAMPLES: dict[str, str] = {
         ("the same facts for a harness",
          "git wal recover --json"),
     ),
+    "resolve": _examples(
+        ("a step in doubt did happen: keep the tree as it is and close it",
+         'git wal resolve 12 --applied --note "the migration ran; checked the table"'),
+        ("it did not happen: close it without touching the tree",
+         "git wal resolve 12 --not-applied"),
+    ),
     "status": _examples(
         ("the current run: committed, aborted and open intents",
          "git wal status"),

@@ -1,4 +1,4 @@
-"""`git wal recover` and `git wal prompt`."""
+"""`git wal recover`, `git wal resolve` and `git wal prompt`."""
 
 from __future__ import annotations
 
@@ -35,6 +35,34 @@ def recover(run_id: str | None, redo: bool, restore: bool, as_json: bool) -> Non
         click.echo(render(report))
     if report.in_doubt:
         sys.exit(EXIT_IN_DOUBT)
+
+
+@click.command()
+@RUN
+@click.argument("lsn", type=click.IntRange(min=1))
+@click.option("--applied", is_flag=True,
+              help="The step happened: accept the tree as it is now (a commit).")
+@click.option("--not-applied", is_flag=True,
+              help="The step did not happen: close it (an abort); nothing is written.")
+@click.option("--note", default="", metavar="TEXT", help="Why: kept in the record.")
+@JSON
+@handled
+def resolve(run_id: str | None, lsn: int, applied: bool, not_applied: bool, note: str,
+            as_json: bool) -> None:
+    """Close an open (in-doubt) step by a person's decision, recorded with who and why."""
+    if applied == not_applied:
+        raise click.UsageError("say what happened: --applied or --not-applied (one of them)",
+                               click.get_current_context())
+    from ..decisions import resolve as decide
+
+    done = decide(Wal(".").run(run_id), lsn, applied, note)
+    if as_json:
+        emit_json(done.to_dict())
+        return
+    what = "applied (committed as found)" if applied else "not applied (aborted; the tree " \
+        "was left as found)"
+    click.echo(f"LSN {done.lsn} of run {done.run}: decided {what} by {done.decided_by}, "
+               f"record LSN {done.record}")
 
 
 @click.command()

@@ -29,6 +29,20 @@ DEFS: dict[str, Any] = {
             'reused_head': {'type': 'boolean'},
         },
     },
+    'decided': {
+        'type': 'object',
+        'additionalProperties': False,
+        'required': ['lsn', 'tool', 'target', 'decision', 'decided_by', 'note'],
+        'properties': {
+            'lsn': {'$ref': '#/$defs/lsn'},
+            'tool': {'type': 'string'},
+            'target': {'$ref': '#/$defs/paths'},
+            'decision': {'enum': ['applied', 'not-applied']},
+            'decided_by': {'type': 'string'},
+            'note': {'type': 'string'},
+        },
+        'description': "a step closed by a person's decision (`git wal resolve`)",
+    },
     'error': {
         'description': (
             'Any command under --json that fails: this document on stdout, error:/hint: on '
@@ -243,6 +257,7 @@ DEFS: dict[str, Any] = {
             'committed',
             'committed_steps',
             'aborted',
+            'decided',
             'intents',
             'drift',
             'undone',
@@ -392,6 +407,7 @@ DEFS: dict[str, Any] = {
             'finished_restore': {'$ref': '#/$defs/paths'},
             'in_doubt': {'type': 'boolean'},
             'prompt': {'type': 'string'},
+            'decided': {'type': 'array', 'items': {'$ref': '#/$defs/decided'}},
         },
     },
     'state': {

@@ -66,6 +66,9 @@ class Commit:
     post: tuple[str, ...]  # observed post state (exec: the post tree id)
     verified: str
     recovered: bool = False
+    # A person's decision (`git wal resolve`): who ("Name <email>") and why.
+    decided_by: str = ""
+    note: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +85,8 @@ class Abort:
     # not written (a blob), or the snapshot a shell step's restore undid
     # (path ".", a tree); the append keeps each object alive.
     saved: tuple[tuple[str, str], ...] = ()
+    decided_by: str = ""  # a person's decision (`git wal resolve`): who, and why
+    note: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -184,7 +184,8 @@ def build(cls: type[Record], body: dict[str, Any]) -> Record:
         if not isinstance(recovered, bool):
             raise ValueError("recovered must be a boolean")
         return Commit(
-            run, lsn, Lsn(req("intent", int)), ids("post"), req("verified", str), recovered
+            run, lsn, Lsn(req("intent", int)), ids("post"), req("verified", str), recovered,
+            *_decision(body),
         )
     if cls is Checkpoint:
         git, tree, plan_blob = req("git", str), req("tree", str), req("plan", str)
@@ -224,8 +225,22 @@ def build(cls: type[Record], body: dict[str, Any]) -> Record:
     _paths("saved", [s[0] for s in saved if s[0] != "."])
     return Abort(
         run, lsn, Lsn(req("intent", int)), req("reason", str), tuple(restored),
-        req("output", str), tuple((p, o) for p, o in saved),
+        req("output", str), tuple((p, o) for p, o in saved), *_decision(body),
     )
+
+
+def _decision(body: dict[str, Any]) -> tuple[str, str]:
+    """``decided_by`` and ``note`` of a closing record: absent, or (canonical
+    form) present and non-empty; a note only with a decider."""
+    out = []
+    for name in ("decided_by", "note"):
+        value = body.get(name, "")
+        if name in body and not (isinstance(value, str) and value):
+            raise ValueError(f"{name}, when present, must be a non-empty string")
+        out.append(value)
+    if out[1] and not out[0]:
+        raise ValueError("note is only written with decided_by")
+    return out[0], out[1]
 
 
 def _req(body: dict[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:

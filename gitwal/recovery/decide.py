@@ -117,6 +117,7 @@ class Recovery(ExecDecisions, FileDecisions):
             removed_temp=tuple(removed), checkpoint=scan.checkpoint,
             finished_restore=finished, undone=scan.undone({o.lsn for o in outcomes}),
             last_step=scan.last_step, last_agent_step=scan.last_agent_step,
+            decided=tuple(scan.decided),
         )
 
     def _clear_temps(self, intent: Intent) -> list[str]:

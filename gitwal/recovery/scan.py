@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from ..ids import Lsn
 from ..ledger import COMMITTED, Fold, Ledger
 from ..records.model import Abort, Checkpoint, Commit, Intent, Record, agent_tool
-from ..report import NOT_APPLIED, Done, Drift, Outcome
+from ..report import NOT_APPLIED, Decided, Done, Drift, Outcome
 from ..worktree.overwrite import found
 from ..worktree.tree import Worktree
 
@@ -39,6 +39,7 @@ class Scan:
         self.aborted: list[Lsn] = []
         self.last_step: Intent | None = None  # the newest committed intent
         self.last_agent_step: Intent | None = None  # ... that an agent's tool call made
+        self.decided: list[Decided] = []  # steps closed by a person's decision
         self._newest_commit = Lsn(0)  # the newest intent a commit closed
         # Aborts an earlier recovery wrote after every committed intent: the
         # resume point must redo them (see undone()).
@@ -63,6 +64,7 @@ class Scan:
             self._restores = []
         elif isinstance(rec, Commit):
             intent = self.fold.open.get(rec.intent)
+            self._decision(rec, intent)
             if intent is not None:
                 # Targets repeat (a session edits the same files again and
                 # again): one tuple per distinct target, not per step.
@@ -77,14 +79,22 @@ class Scan:
         elif isinstance(rec, Abort):
             self.aborted.append(rec.intent)
             intent = self.fold.open.get(rec.intent)
+            self._decision(rec, intent)
             if intent is not None:
-                if (rec.intent > self._newest_commit and rec.reason.startswith("recovery:")
+                # A step recovery (or a person) found not applied is still to be done.
+                if (rec.intent > self._newest_commit
+                        and (rec.reason.startswith("recovery:") or rec.decided_by)
                         and "now holds the change" not in rec.reason):
                     self._undone.append((rec, intent))
                 if (intent.tool == "exec" and rec.restored and rec.saved
                         and rec.saved[0][0] == "."):
                     self._restores.append((rec, intent))
         self.fold.feed(rec)
+
+    def _decision(self, rec: Commit | Abort, intent: Intent | None) -> None:
+        if rec.decided_by and intent is not None:
+            self.decided.append(Decided(intent.lsn, intent.tool, intent.args, intent.target,
+                                        isinstance(rec, Commit), rec.decided_by, rec.note))
 
     def open_intents(self) -> list[Intent]:
         """Intents not closed, oldest first."""
@@ -100,7 +110,8 @@ class Scan:
         those it left to another run's change, nor those decided now)."""
         return tuple(
             Outcome(i.lsn, i.tool, i.args, i.target, NOT_APPLIED, "aborted",
-                    a.reason.removeprefix("recovery: "), step=i.step)
+                    a.reason.removeprefix("recovery: ")
+                    + (f" by {a.decided_by}" if a.decided_by else ""), step=i.step)
             for a, i in self._undone if a.intent not in decided)
 
     def drift(self) -> tuple[Drift, ...]:

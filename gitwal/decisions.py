@@ -1,0 +1,125 @@
+"""A person's decision on an open step: ``git wal resolve LSN --applied|--not-applied``.
+
+Recovery decides an open intent from hashes. When the tree cannot tell (a
+shell step that changed files, bytes nobody predicted), the step stays open,
+in doubt, and the resume prompt asks. Before this, the only way out was
+``recover --restore``, which throws the step's effects away. A person who
+knows what happened closes the step here, with a record that says who
+decided and why (``decided_by``, ``note``: docs/format.md; signed like every
+append when signing is configured):
+
+* applied: a commit whose post is what the tree holds now (a file tool:
+  each target's state, its bytes kept in the object database; a shell step:
+  a snapshot tree). The effects are accepted as they are.
+* not applied: an abort. Nothing is written to the tree (bytes gitwal did
+  not write are never overwritten): what the step may have left is found
+  later as drift, and the step is the resume point's to redo.
+
+Refused, with nothing appended: an LSN that is not an open intent of the
+run; a shell step whose command is still running; a call from inside an
+agent's tool call (the decision is a person's, not the model's).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import pygit2
+
+from .errors import RunBusy, WalError
+from .ids import ABSENT, Lsn
+from .log.store import Ref
+from .records.model import Abort, Commit, Intent, calling_agent
+from .recovery.scan import Scan
+from .run import Run
+from .worktree.overwrite import DIRECTORY, SPECIAL, found, save
+
+__all__ = ["Decision", "decider", "resolve"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What ``resolve`` appended."""
+
+    run: str
+    lsn: Lsn  # the decided intent
+    record: Lsn  # the commit or abort that closes it
+    applied: bool
+    decided_by: str
+    note: str
+    tool: str
+    target: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run": self.run, "lsn": self.lsn, "record": self.record,
+                "decision": "applied" if self.applied else "not-applied",
+                "decided_by": self.decided_by, "note": self.note, "tool": self.tool,
+                "target": list(self.target)}
+
+
+def decider(repo: pygit2.Repository) -> str:
+    """Who decides: git's identity (user.name, user.email), else the login name."""
+    try:
+        sig = repo.default_signature
+        return f"{sig.name} <{sig.email}>"
+    except (KeyError, pygit2.GitError):
+        return os.environ.get("USER") or os.environ.get("LOGNAME") or f"uid {os.getuid()}"
+
+
+def resolve(run: Run, lsn: int, applied: bool, note: str = "",
+            decided_by: str | None = None) -> Decision:
+    """Close open intent ``lsn`` of ``run`` by a person's decision."""
+    if (agent := calling_agent(os.environ)) is not None:
+        raise WalError(
+            f"`git wal resolve` records a person's decision; this runs inside a {agent} "
+            "tool call",
+            "ask the user to run it in a terminal (`git wal prompt` shows what is in doubt)")
+    who = decided_by or decider(run.store.repo)
+    with run.store.locked(wait=False):
+        head = run.store.head()
+        if head is None:
+            raise RunBusy(f"run {run.id} has no log")
+        records = run.store.forward(head)
+        scan = Scan(run.wt, next(records)).feed(records)
+        intent = next((i for i in scan.open_intents() if i.lsn == lsn), None)
+        if intent is None:
+            raise WalError(f"run {run.id}: LSN {lsn} is not an open intent",
+                           "`git wal status` lists the open ones; a closed step stays as "
+                           "its commit or abort says")
+        if intent.tool == "exec" and (path := run.store.command_running(intent.lsn)):
+            raise RunBusy(f"run {run.id}: the command of LSN {lsn} is still running",
+                          f"wait for it to exit (`fuser {path}` names it), then decide")
+        record, refs = _closing(run, intent, Lsn(scan.last.lsn + 1), applied, who, note)
+        run.store.append([record], refs, head)
+        if intent.tool == "exec":
+            run.store.clear_command_lock(intent.lsn)
+    return Decision(run.id, intent.lsn, record.lsn, applied, who, note, intent.tool,
+                    intent.target)
+
+
+def _closing(run: Run, intent: Intent, lsn: Lsn, applied: bool, who: str,
+             note: str) -> tuple[Commit | Abort, list[Ref]]:
+    if not applied:
+        return Abort(run.id, lsn, intent.lsn, "decided: not applied; the tree was left as "
+                     "found", decided_by=who, note=note), []
+    if intent.tool == "exec":
+        snap = run.wt.snapshot(run.id)
+        return Commit(run.id, lsn, intent.lsn, (snap,), "decided: applied, as found",
+                      decided_by=who, note=note), [Ref(snap, is_tree=True)]
+    post, refs = [], []
+    for path in intent.target:
+        state = found(run.wt, path)
+        if state in (DIRECTORY, SPECIAL):
+            raise WalError(f"LSN {intent.lsn}: {path} is now a {state}, not a file a commit "
+                           "can name", "put the file in place (or decide --not-applied)")
+        if state != ABSENT:
+            # One read: the bytes the decision accepts are the ones it names and keeps.
+            saved = save(run.wt, path)
+            state = saved.blob if saved is not None else ABSENT
+            if saved is not None:
+                refs.append(Ref(saved.blob))
+        post.append(state)
+    return Commit(run.id, lsn, intent.lsn, tuple(post), "decided: applied, as found",
+                  decided_by=who, note=note), refs
