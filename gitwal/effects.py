@@ -189,7 +189,7 @@ def apply_post(wt: Worktree, intent: Intent) -> tuple[Kept, ...]:
     someone else's; writing stops there and what was found is returned (the
     caller restores what was written and aborts)."""
     assert intent.post is not None
-    modes = tools.post_modes(intent.tool, intent.mode)
+    modes = tools.post_modes(intent.tool, intent.mode, intent.args)
     order = sorted(range(len(intent.target)), key=lambda i: intent.post[i] == ABSENT)  # type: ignore[index]
     for n, i in enumerate(order):
         if n:
@@ -198,7 +198,19 @@ def apply_post(wt: Worktree, intent: Intent) -> tuple[Kept, ...]:
                    ours=(intent.pre[i],))
         if kept is not None:
             return (kept,)
+        if intent.tool in tools.RESTORING_TOOLS:
+            _fix_mode(wt, intent.target[i], intent.post[i], modes[i], f"w{intent.lsn}")
     return ()
+
+
+def _fix_mode(wt: Worktree, rel: str, state: str, mode: int, tag: str) -> None:
+    """An undo or redo also puts back a mode (a shell step's chmod): states name
+    contents only, so a path already holding the content may still need it."""
+    if state == ABSENT:
+        return
+    _data, have = wt.read(rel)
+    if have != mode:
+        wt.set_state(rel, state, mode, tag)
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,10 @@ def describe(tool: str, args: dict[str, Any], target: tuple[str, ...]) -> str:
                 f"{text(args['new'])}")
     if tool == "exec":
         return "exec " + " ".join(quote(str(a)) for a in args.get("argv", []))
+    if tool in ("undo", "redo"):
+        lsns = args.get("undoes") if tool == "undo" else [args.get("redoes")]
+        of = ", ".join(text(str(n)) for n in lsns or [])
+        return f"{tool} of LSN {of}: {_paths(target)}"
     return f"{text(tool)} {' -> '.join(text(t) for t in target)}"
 
 

@@ -55,6 +55,10 @@ def redo_command(tool: str, args: dict[str, Any], step: int | None = None,
         f" --step {step}" if step is not None else "")
     if tool == "exec":
         return f"git wal exec{opt} -- " + " ".join(q(str(a)) for a in args.get("argv", []))
+    if tool in ("undo", "redo"):  # worked out again from the log, as the first time
+        run_opt = f" --run {q(run)}" if run is not None else ""
+        lsns = args.get("undoes", []) if tool == "undo" else [args.get("redoes")]
+        return f"git wal {tool}{run_opt} " + " ".join(q(str(n)) for n in lsns)
     apply = f"git wal apply{opt}"
     if tool == "write_file":
         return (f"git cat-file blob {q(str(args['content']))} | "

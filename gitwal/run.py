@@ -129,50 +129,61 @@ class Run(ToolSteps):
                 pre_content.append(data)
                 pre_modes.append(mode)
             post_content = spec.apply(tuple(pre_content), args)
-            head, lsn = self._next()
-            pre_ids, post_ids, refs = [], [], []
-            for data in pre_content:
-                pre_ids.append(ABSENT if data is None else self.store.put_blob(data))
-            for data in post_content:
-                post_ids.append(ABSENT if data is None else self.store.put_blob(data))
-            for oid in {*pre_ids, *post_ids} - {ABSENT}:
-                refs.append(Ref(oid))
+            post_ids = [ABSENT if data is None else self.store.put_blob(data)
+                        for data in post_content]
             logged = dict(args)
             if tool == "write_file":
                 # The content is the post-image blob; the record names it.
                 logged["content"] = post_ids[0]
-            # attach: the record as Store.append writes it, with its proof that
-            # this clone wrote the check (effects.run_check runs no other).
-            intent = attach(self.store.repo, Intent(
-                run=self.id, lsn=lsn, tool=tool, args=logged, target=tuple(paths),
-                pre=tuple(pre_ids), post=tuple(post_ids), mode=tuple(pre_modes),
-                replay=REPLAY_SAFE, key=f"{self.id}:{lsn}", check=check, step=step,
+            return self.step(tool, logged, paths, pre_content, pre_modes, post_ids,
+                             check, step, timeout)
+
+    def step(self, tool: str, args: dict[str, Any], paths: Sequence[str],
+             pre_content: Sequence[bytes | None], pre_modes: Sequence[int],
+             post_ids: Sequence[str], check: str | None = None, step: int | None = None,
+             timeout: float | None = None) -> StepResult:
+        """Log an intent to turn ``paths`` from ``pre_content`` (read under the run
+        lock, which the caller holds) into the blobs ``post_ids``, write them,
+        verify, and commit (or abort and put back what was written).
+
+        The pre-images are stored and named by the append: whatever the paths
+        held stays recoverable (``undo --force`` relies on it)."""
+        head, lsn = self._next()
+        pre_ids = [ABSENT if data is None else self.store.put_blob(data)
+                   for data in pre_content]
+        refs = [Ref(oid) for oid in sorted({*pre_ids, *post_ids} - {ABSENT})]
+        # attach: the record as Store.append writes it, with its proof that
+        # this clone wrote the check (effects.run_check runs no other).
+        intent = attach(self.store.repo, Intent(
+            run=self.id, lsn=lsn, tool=tool, args=args, target=tuple(paths),
+            pre=tuple(pre_ids), post=tuple(post_ids), mode=tuple(pre_modes),
+            replay=REPLAY_SAFE, key=f"{self.id}:{lsn}", check=check, step=step,
+        ))
+        head = self.store.append([intent], refs, head)
+        crash_point("after-intent")
+        try:
+            changed = apply_post(self.wt, intent)
+        except OSError as e:
+            # The intent is durable: close it, so the log never keeps an
+            # intent open that no crash explains.
+            undo = restore_pre(self.wt, intent)
+            self._close(head, Abort(
+                self.id, Lsn(intent.lsn + 1), intent.lsn,
+                f"write failed: {e}" + left_note(undo.kept), undo.restored,
             ))
-            head = self.store.append([intent], sorted(refs, key=lambda r: r.oid), head)
-            crash_point("after-intent")
-            try:
-                changed = apply_post(self.wt, intent)
-            except OSError as e:
-                # The intent is durable: close it, so the log never keeps an
-                # intent open that no crash explains.
-                undo = restore_pre(self.wt, intent)
-                self._close(head, Abort(
-                    self.id, Lsn(intent.lsn + 1), intent.lsn,
-                    f"write failed: {e}" + left_note(undo.kept), undo.restored,
-                ))
-                raise StepFailed(f"LSN {intent.lsn} {tool} aborted: could not write: {e}"
-                                 + left_note(undo.kept),
-                                 "check permissions and free space, then apply it again") from e
-            if changed:
-                # Someone wrote a target between our read and our write: theirs.
-                undo = restore_pre(self.wt, intent)
-                why = f"{describe(changed)} changed while the step ran"
-                self._close(head, Abort(self.id, Lsn(intent.lsn + 1), intent.lsn,
-                                        why + left_note(undo.kept), undo.restored))
-                raise StepFailed(f"LSN {intent.lsn} {tool} aborted: {why}; nothing of "
-                                 "theirs was overwritten", "read the file again and retry")
-            crash_point("after-apply")
-            return self._verify_and_close(intent, head, timeout)
+            raise StepFailed(f"LSN {intent.lsn} {tool} aborted: could not write: {e}"
+                             + left_note(undo.kept),
+                             "check permissions and free space, then apply it again") from e
+        if changed:
+            # Someone wrote a target between our read and our write: theirs.
+            undo = restore_pre(self.wt, intent)
+            why = f"{describe(changed)} changed while the step ran"
+            self._close(head, Abort(self.id, Lsn(intent.lsn + 1), intent.lsn,
+                                    why + left_note(undo.kept), undo.restored))
+            raise StepFailed(f"LSN {intent.lsn} {tool} aborted: {why}; nothing of "
+                             "theirs was overwritten", "read the file again and retry")
+        crash_point("after-apply")
+        return self._verify_and_close(intent, head, timeout)
 
     def _verify_and_close(self, intent: Intent, head: CommitId,
                           timeout: float | None = None) -> StepResult:

@@ -190,8 +190,19 @@ def check_args(tool: Tool, args: Mapping[str, Any]) -> None:
                       "(and check, step, timeout)")
 
 
-def post_modes(tool: str, pre_modes: tuple[int, ...]) -> tuple[int, ...]:
-    """The git mode each target gets: edits keep the mode; a move carries it."""
+# Steps that put recorded states back (undo.py): their args name each target's
+# post mode, since the state they restore may have had another one.
+RESTORING_TOOLS = ("undo", "redo")
+
+
+def post_modes(tool: str, pre_modes: tuple[int, ...],
+               args: Mapping[str, Any] | None = None) -> tuple[int, ...]:
+    """The git mode each target gets: edits keep the mode; a move carries it;
+    an undo or redo sets the one its args record."""
+    if tool in RESTORING_TOOLS and args is not None:
+        modes = args.get("modes")
+        if isinstance(modes, list) and len(modes) == len(pre_modes):
+            return tuple(m or MODE_FILE for m in modes)
     if tool == "move_file":
         return (0, pre_modes[0] or MODE_FILE)
     return tuple(m or MODE_FILE for m in pre_modes)

@@ -275,6 +275,7 @@ COMMANDS = {
     "prompt": ".recover:prompt",
     "push": ".remote:push_",
     "recover": ".recover:recover",
+    "redo": ".undo:redo_",
     "remote": ".remote:remote_",
     "repair": ".repair:repair",
     "resolve": ".recover:resolve",
@@ -283,6 +284,7 @@ COMMANDS = {
     "show": ".show:show",
     "status": ".inspect:status",
     "trust": ".keys:trust_",
+    "undo": ".undo:undo_",
     "uninstall": ".agents:uninstall_",
     "verify": ".verify:verify_",
 }

@@ -48,6 +48,18 @@ EXAMPLES: dict[str, str] = {
         ("the same facts for a harness",
          "git wal recover --json"),
     ),
+    "undo": _examples(
+        ("see what undoing the newest step would change, then do it",
+         "git wal undo --dry-run && git wal undo"),
+        ("go back to the tree as of LSN 4 (every later step, shell steps too)",
+         "git wal undo --to 4"),
+        ("a file changed since: keep its bytes in the log, then undo anyway",
+         "git wal undo --force"),
+    ),
+    "redo": _examples(
+        ("take back the newest undo",
+         "git wal redo"),
+    ),
     "resolve": _examples(
         ("a step in doubt did happen: keep the tree as it is and close it",
          'git wal resolve 12 --applied --note "the migration ran; checked the table"'),

@@ -92,7 +92,7 @@ def changes(repo: pygit2.Repository, intent: Intent, closing: Commit | Abort | N
     out = []
     for path, pre, post in zip(intent.target, intent.pre, posts, strict=False):
         if pre != post:
-            out.append(_blob_change(repo, path, pre, post))
+            out.append(blob_change(repo, path, pre, post))
     return out
 
 
@@ -107,7 +107,7 @@ def _object(repo: pygit2.Repository, oid: str, kind: type[Any]) -> Any:
     return obj if isinstance(obj, kind) else None
 
 
-def _blob_change(repo: pygit2.Repository, path: str, pre: str, post: str) -> Change:
+def blob_change(repo: pygit2.Repository, path: str, pre: str, post: str) -> Change:
     old = _object(repo, pre, pygit2.Blob)
     new = _object(repo, post, pygit2.Blob)
     if (old is None and pre != ABSENT) or (new is None and post != ABSENT):

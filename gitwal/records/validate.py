@@ -34,7 +34,10 @@ PATH_ARGS = {"write_file": ("path",), "replace_symbol": ("path",),
              "replace_text": ("path",), "ensure_line": ("path",),
              "delete_file": ("path",), "move_file": ("src", "dst")}
 MULTI_FILE_TOOL = "write_files"  # an agent hook's multi-file end state (args.paths)
-KNOWN_TOOLS = frozenset((*FILE_TOOLS, MULTI_FILE_TOOL, EXEC_TOOL))
+# Steps that put recorded states back (docs/undo.md): args.paths, args.contents
+# (the post states), args.modes, and args.undoes (LSNs) or args.redoes (an LSN).
+RESTORING_TOOLS = ("undo", "redo")
+KNOWN_TOOLS = frozenset((*FILE_TOOLS, MULTI_FILE_TOOL, *RESTORING_TOOLS, EXEC_TOOL))
 FILE_MODES = (0o100644, 0o100755)  # a file tool's pre mode when the pre-image exists
 EXEC_MODE = 0o040000
 _AUTH_LEN = 64  # hex digits of an HMAC-SHA256
@@ -94,6 +97,9 @@ def _check_intent(tool: str, args: dict[str, Any], target: tuple[str, ...],
     _paths("target", list(target), non_empty=True, distinct=True)
     if tool == MULTI_FILE_TOOL:
         named = _paths("args.paths", args.get("paths"), non_empty=True)
+    elif tool in RESTORING_TOOLS:
+        named = _paths("args.paths", args.get("paths"), non_empty=True)
+        _check_restoring(tool, args, len(named))
     else:
         values = [args.get(n) for n in PATH_ARGS[tool]]
         for p in values:
@@ -175,6 +181,9 @@ def build(cls: type[Record], body: dict[str, Any]) -> Record:
             raise ValueError(f"auth must be {_AUTH_LEN} lowercase hex digits")
         args = req("args", dict)
         _check_intent(tool, args, target, pre, mode)
+        if tool in RESTORING_TOOLS and any(
+                x >= lsn for x in (args.get("undoes") or [args.get("redoes")])):
+            raise ValueError(f"an {tool} intent names only earlier LSNs")
         return Intent(
             run, lsn, tool, args, target, pre, post, mode,
             replay, req("key", str), check, step, auth,
@@ -241,6 +250,26 @@ def _decision(body: dict[str, Any]) -> tuple[str, str]:
     if out[1] and not out[0]:
         raise ValueError("note is only written with decided_by")
     return out[0], out[1]
+
+
+def _check_restoring(tool: str, args: dict[str, Any], n: int) -> None:
+    """An undo or redo names what it puts back: one content and mode per path,
+    and the steps it undoes (or the undo it redoes), all earlier LSNs."""
+    contents, modes = args.get("contents"), args.get("modes")
+    if not (isinstance(contents, list) and len(contents) == n and all(
+            c == ABSENT or is_object_id(c) for c in contents)):
+        raise ValueError(f"an {tool} intent's args.contents must be one object id (or "
+                         f"{ABSENT!r}) per path")
+    if not (isinstance(modes, list) and len(modes) == n and all(
+            type(m) is int and (m == 0) == (c == ABSENT) and (m == 0 or m in FILE_MODES)
+            for m, c in zip(modes, contents, strict=True))):
+        raise ValueError(f"an {tool} intent's args.modes must be one file mode per path "
+                         "(0 exactly where the content is absent)")
+    lsns = args.get("undoes") if tool == "undo" else [args.get("redoes")]
+    if not (isinstance(lsns, list) and lsns and all(
+            type(x) is int and x >= 1 for x in lsns)):
+        raise ValueError("an undo intent's args.undoes must be a non-empty list of LSNs"
+                         if tool == "undo" else "a redo intent's args.redoes must be an LSN")
 
 
 def _req(body: dict[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:

@@ -13,6 +13,7 @@ from ..effects import apply_post, missing_images, restore_pre, run_check
 from ..log.store import Ref
 from ..records.model import REPLAY_SAFE, Abort, Commit, Intent, unpredicted
 from ..report import APPLIED, IN_DOUBT, NOT_APPLIED, SUPERSEDED, TORN, Outcome
+from ..tools import RESTORING_TOOLS
 from ..worktree.overwrite import (
     DIRECTORY,
     SPECIAL,
@@ -39,6 +40,8 @@ class FileDecisions(DecisionHost):
         if now == intent.post:
             if dry_run:
                 return self._outcome(intent, APPLIED, "none", "applied; commit is missing")
+            if intent.tool in RESTORING_TOOLS:
+                apply_post(self.wt, intent)  # the contents are there; the modes may not be
             return self._commit_found(intent, APPLIED, "applied; commit was missing",
                                       "committed")
         kinds = [self._kind(intent, i, state) for i, state in enumerate(now)]

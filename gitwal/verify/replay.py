@@ -133,6 +133,8 @@ def intent_problems(repo: pygit2.Repository, run: str, i: Intent) -> list[str]:
         return problems
     if i.tool == "write_files":
         return problems + _write_files_problems(label, i)
+    if i.tool in tools.RESTORING_TOOLS:
+        return problems + _restoring_problems(label, i)
     spec = tools.TOOLS.get(i.tool)
     if spec is None:
         return [*problems, f"{label}: unknown tool {i.tool!r}"]
@@ -175,6 +177,21 @@ def intent_problems(repo: pygit2.Repository, run: str, i: Intent) -> list[str]:
             problems.append(f"{label}: replaying {i.tool} on the recorded pre-image gives "
                             f"{path} = {short(have)}, the intent records {short(want)} "
                             "(args, pre or post edited)")
+    return problems
+
+
+def _restoring_problems(label: str, i: Intent) -> list[str]:
+    """An undo or redo (docs/undo.md): it writes exactly the states its args name."""
+    problems: list[str] = []
+    if i.args.get("paths") != list(i.target):
+        problems.append(f"{label}: args.paths {i.args.get('paths')!r} is not the target")
+    if i.args.get("contents") != list(i.post or ()):
+        problems.append(f"{label}: args.contents is not the post-images")
+    if i.replay != REPLAY_SAFE:
+        problems.append(f"{label}: an {i.tool} is replay-safe, the record says {i.replay!r}")
+    for path, pre, mode in zip(i.target, i.pre, i.mode, strict=True):
+        if (pre == ABSENT) != (mode == 0):
+            problems.append(f"{label}: {path} has mode {mode:o} but pre {short(pre)}")
     return problems
 
 

@@ -1,0 +1,87 @@
+"""`git wal undo` and `git wal redo` (docs/undo.md): thin over gitwal/undo.py."""
+
+from __future__ import annotations
+
+import click
+
+from ..display import safe
+from ..ids import ABSENT
+from ..undo import Undo, redo, undo
+from ..wal import Wal
+from ..worktree.overwrite import bring_back
+from . import emit_json, handled
+from .options import JSON, RUN
+from .show import blob_change, diff_lines
+from .terminal import Paint, colour_wanted
+
+FORCE = click.option("--force", is_flag=True,
+                     help="Go ahead where a path changed since the log's last step there, "
+                          "after storing what it holds in the log.")
+DRY_RUN = click.option("--dry-run", is_flag=True,
+                       help="Print the change as a unified diff; change nothing.")
+
+
+def _report(wal: Wal, done: Undo, run: str, dry_run: bool, as_json: bool) -> None:
+    saved = [(p, now) for p, now in zip(done.paths, done.now, strict=True)
+             if p in done.drifted and now != ABSENT and not dry_run]
+    if as_json:
+        data = done.to_dict() | {"run": run, "dry_run": dry_run, "saved": [
+            {"path": p, "object": oid, "command": bring_back(p, oid)} for p, oid in saved]}
+        if dry_run:
+            data["diff"] = "".join(
+                (blob_change(wal.repo, p, a, b).diff or b"").decode("utf-8", "replace")
+                for p, a, b in zip(done.paths, done.now, done.to, strict=True))
+        emit_json(data)
+        return
+    if dry_run:
+        paint = Paint(colour_wanted("auto"))
+        for p, a, b in zip(done.paths, done.now, done.to, strict=True):
+            for line in diff_lines(blob_change(wal.repo, p, a, b), paint):
+                paint.echo(line)
+        return
+    what = (f"undid LSN {', '.join(map(str, done.lsns))}" if done.tool == "undo"
+            else f"redid undo LSN {done.lsns[0]}")
+    click.echo(f"{what} as LSN {done.lsn}: {', '.join(safe(p) for p in done.paths)}")
+    for p, oid in saved:
+        click.echo(f"saved what {safe(p)} held: `{safe(bring_back(p, oid))}` brings it back")
+
+
+@click.command("undo")
+@RUN
+@click.argument("lsns", nargs=-1, type=click.IntRange(min=1), metavar="[LSN]...")
+@click.option("--to", "to", type=click.IntRange(min=0), metavar="LSN",
+              help="Undo every step after LSN (back to the tree as of LSN).")
+@click.option("--last", type=click.IntRange(min=1), metavar="N", help="Undo the newest N steps.")
+@click.option("--to-checkpoint", is_flag=True,
+              help="Undo every step after the newest checkpoint.")
+@FORCE
+@DRY_RUN
+@JSON
+@handled
+def undo_(run_id: str | None, lsns: tuple[int, ...], to: int | None, last: int | None,
+          to_checkpoint: bool, force: bool, dry_run: bool, as_json: bool) -> None:
+    """Undo committed steps (default: the newest), file and shell steps alike; logged."""
+    chosen = sum(bool(x) for x in (lsns, to is not None, last, to_checkpoint))
+    if chosen > 1:
+        raise click.UsageError("name LSNs, or one of --to, --last, --to-checkpoint",
+                               click.get_current_context())
+    wal = Wal(".")
+    run = wal.run(run_id)
+    done = undo(run, lsns, to, last, to_checkpoint, force, dry_run)
+    _report(wal, done, run.id, dry_run, as_json)
+
+
+@click.command("redo")
+@RUN
+@click.argument("lsn", required=False, type=click.IntRange(min=1), metavar="[UNDO-LSN]")
+@FORCE
+@DRY_RUN
+@JSON
+@handled
+def redo_(run_id: str | None, lsn: int | None, force: bool, dry_run: bool,
+          as_json: bool) -> None:
+    """Take back an undo (default: the newest), putting back exactly what it replaced."""
+    wal = Wal(".")
+    run = wal.run(run_id)
+    done = redo(run, lsn, force, dry_run)
+    _report(wal, done, run.id, dry_run, as_json)

@@ -1,0 +1,283 @@
+"""Undo and redo committed steps, file tools and shell steps alike (docs/undo.md).
+
+Every committed step says what it changed: a file step each target's state
+before (the intent's ``pre``, with its mode) and after (the commit's
+``post``); a shell step every path whose state differs between its pre and
+post trees. Undoing a set of steps puts each path they changed back to its
+state before the earliest of them. That is exact only when no step left in
+place changed the path later, and when the path still holds what the log
+says the newest step left there; otherwise the undo is refused, naming the
+paths (``force``: go ahead, after storing what the paths hold in the log).
+
+An undo is itself a logged step (tool ``undo``: args ``undoes``, ``paths``,
+``contents``, ``modes``) written by :meth:`gitwal.run.Run.step` like any file
+tool: intent, write, verify, commit, so a crash in the middle is decided by
+recovery as usual. ``redo`` puts back exactly what an undo replaced (tool
+``redo``, ``args.redoes``). Only the steps themselves can be undone; an
+undo is taken back by redoing it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pygit2
+
+from .errors import ToolRefused, WalError
+from .ids import ABSENT, Lsn
+from .records.model import EXEC_TOOL, Abort, Checkpoint, Commit, Intent, Record
+from .run import Run
+from .tools import post_modes
+from .worktree.overwrite import DIRECTORY, SPECIAL, found
+
+__all__ = ["Change", "History", "Undo", "plan_redo", "plan_undo", "redo", "undo"]
+
+RESTORING = ("undo", "redo")
+_FILE_MODES = (0o100644, 0o100755)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One path one committed intent changed."""
+
+    path: str
+    before: str  # object id, or ABSENT
+    before_mode: int  # 0 when absent
+    after: str
+
+
+@dataclass
+class History:
+    """What the committed intents of a run did, oldest first."""
+
+    steps: dict[Lsn, tuple[Intent, tuple[Change, ...]]] = field(default_factory=dict)
+    live: set[Lsn] = field(default_factory=set)  # steps in effect (not undone)
+    undos: dict[Lsn, tuple[Intent, tuple[Change, ...]]] = field(default_factory=dict)
+    redone: set[Lsn] = field(default_factory=set)  # undos a redo took back
+    # path -> (lsn, state after) of every committed intent that changed it
+    touched: dict[str, list[tuple[Lsn, str]]] = field(default_factory=dict)
+    checkpoint: int = 0  # the newest checkpoint covers the steps up to this LSN
+
+    @classmethod
+    def of(cls, repo: pygit2.Repository, records: Iterable[Record]) -> History:
+        h = cls()
+        opened: dict[int, Intent] = {}
+        for rec in records:
+            if isinstance(rec, Intent):
+                opened[rec.lsn] = rec
+            elif isinstance(rec, Abort):
+                opened.pop(rec.intent, None)
+            elif isinstance(rec, Checkpoint):
+                h.checkpoint = rec.covers
+            elif isinstance(rec, Commit) and (intent := opened.pop(rec.intent, None)):
+                h._commit(repo, intent, rec)
+        return h
+
+    def _commit(self, repo: pygit2.Repository, intent: Intent, commit: Commit) -> None:
+        changes = _changes(repo, intent, commit)
+        for c in changes:
+            self.touched.setdefault(c.path, []).append((intent.lsn, c.after))
+        if intent.tool == "undo":
+            self.undos[intent.lsn] = (intent, changes)
+            self.live -= set(intent.args.get("undoes", []))
+        elif intent.tool == "redo":
+            undone = self.undos.get(Lsn(intent.args.get("redoes", 0)))
+            if undone is not None:
+                self.redone.add(undone[0].lsn)
+                self.live |= set(undone[0].args.get("undoes", []))
+        else:
+            self.steps[intent.lsn] = (intent, changes)
+            self.live.add(intent.lsn)
+
+    def newest_state(self, path: str) -> str | None:
+        """What the newest committed intent that changed ``path`` left there."""
+        seen = self.touched.get(path)
+        return seen[-1][1] if seen else None
+
+
+def _changes(repo: pygit2.Repository, intent: Intent, commit: Commit) -> tuple[Change, ...]:
+    if intent.tool == EXEC_TOOL:
+        old, new = repo.get(intent.pre[0]), repo.get(commit.post[0])
+        if not isinstance(old, pygit2.Tree) or not isinstance(new, pygit2.Tree):
+            return ()
+        out = []
+        for delta in old.diff_to_tree(new).deltas:
+            gone = delta.old_file.id == _ZERO
+            made = delta.new_file.id == _ZERO
+            out.append(Change(delta.new_file.path if not made else delta.old_file.path,
+                              ABSENT if gone else str(delta.old_file.id),
+                              0 if gone else delta.old_file.mode,
+                              ABSENT if made else str(delta.new_file.id)))
+        return tuple(out)
+    after_modes = post_modes(intent.tool, intent.mode, intent.args)
+    return tuple(Change(p, pre, mode, post) for p, pre, mode, post, after_mode
+                 in zip(intent.target, intent.pre, intent.mode, commit.post, after_modes,
+                        strict=False)
+                 if pre != post or (post != ABSENT and mode != after_mode))
+
+
+_ZERO = pygit2.Oid(hex="0" * 40)
+
+
+@dataclass(frozen=True)
+class Undo:
+    """An undo or redo worked out from the log: what each path goes back to."""
+
+    tool: str  # "undo" | "redo"
+    lsns: tuple[Lsn, ...]  # the steps it undoes, or (the undo it redoes,)
+    paths: tuple[str, ...]
+    now: tuple[str, ...]  # what each path holds now
+    to: tuple[str, ...]  # the state it is given
+    modes: tuple[int, ...]
+    drifted: tuple[str, ...]  # paths not holding what the log says (``force``)
+    lsn: Lsn | None = None  # the logged step, once done
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tool": self.tool, "lsn": self.lsn,
+                ("undoes" if self.tool == "undo" else "redoes"): list(self.lsns),
+                "changes": [{"path": p, "from": a, "to": b}
+                            for p, a, b in zip(self.paths, self.now, self.to, strict=True)],
+                "forced": list(self.drifted)}
+
+
+def select(h: History, lsns: Sequence[int] = (), to: int | None = None,
+           last: int | None = None, to_checkpoint: bool = False) -> tuple[Lsn, ...]:
+    """The live steps to undo: ``lsns``; those after ``to``; the newest
+    ``last``; those after the newest checkpoint; default: the newest one."""
+    live = sorted(h.live)
+    if lsns:
+        wrong = [n for n in lsns if n not in h.live]
+        if wrong:
+            n = wrong[0]
+            why = ("was undone already (`git wal redo` puts it back)" if n in h.steps else
+                   "is an undo or redo (take it back with `git wal redo` or undo the steps "
+                   "again)" if n in h.undos or n in h.redone else
+                   "is not a committed step of this run")
+            raise WalError(f"LSN {n} {why}", "`git wal log` lists the run's steps")
+        return tuple(sorted({Lsn(n) for n in lsns}))
+    if to is not None:
+        chosen = [n for n in live if n > to]
+    elif to_checkpoint:
+        chosen = [n for n in live if n > h.checkpoint]
+    else:
+        chosen = live[-(last or 1):] if live else []
+    if not chosen:
+        raise WalError("no committed step to undo there",
+                       "`git wal log` lists the run's steps; undone ones show as undone")
+    return tuple(chosen)
+
+
+def plan_undo(run: Run, lsns: Sequence[Lsn], force: bool = False) -> Undo:
+    """What undoing ``lsns`` writes; refuses a step that cannot be undone alone."""
+    h = History.of(run.store.repo, run.records())
+    chosen = set(lsns)
+    restore: dict[str, tuple[str, int, Lsn]] = {}
+    for n in sorted(chosen):
+        for c in h.steps[n][1]:
+            restore.setdefault(c.path, (c.before, c.before_mode, n))
+    for path, (_state, _mode, first) in restore.items():
+        later = [n for n, _after in h.touched.get(path, ())
+                 if n > first and n in h.live and n not in chosen]
+        if later:
+            raise WalError(f"LSN {first} cannot be undone alone: LSN {later[-1]} changed "
+                           f"{path} after it", f"undo both (`git wal undo --to {first - 1}`), "
+                           f"or undo LSN {later[-1]} first")
+    return _plan(run, h, "undo", tuple(sorted(chosen)),
+                 {p: (s, m) for p, (s, m, _n) in restore.items()}, force)
+
+
+def plan_redo(run: Run, undo_lsn: int | None = None, force: bool = False) -> Undo:
+    """What redoing undo ``undo_lsn`` (default: the newest not redone) writes."""
+    h = History.of(run.store.repo, run.records())
+    open_undos = [n for n in sorted(h.undos) if n not in h.redone]
+    if undo_lsn is None:
+        if not open_undos:
+            raise WalError("nothing to redo: no undo of this run is left to take back",
+                           "`git wal log` lists the run's undos")
+        undo_lsn = open_undos[-1]
+    if undo_lsn not in h.undos:
+        raise WalError(f"LSN {undo_lsn} is not a committed undo of this run",
+                       "`git wal log` lists the run's undos")
+    if undo_lsn in h.redone:
+        raise WalError(f"undo LSN {undo_lsn} was redone already", "undo the steps again instead")
+    _intent, changes = h.undos[Lsn(undo_lsn)]
+    for c in changes:
+        later = [n for n, _after in h.touched.get(c.path, ()) if n > undo_lsn]
+        if later:
+            raise WalError(f"undo LSN {undo_lsn} cannot be redone: LSN {later[-1]} changed "
+                           f"{c.path} after it", f"undo LSN {later[-1]} first")
+    restore = {c.path: (c.before, c.before_mode) for c in changes}
+    return _plan(run, h, "redo", (Lsn(undo_lsn),), restore, force)
+
+
+def _plan(run: Run, h: History, tool: str, lsns: tuple[Lsn, ...],
+          restore: dict[str, tuple[str, int]], force: bool) -> Undo:
+    paths = tuple(sorted(restore))
+    if not paths:
+        raise WalError(f"LSN {', '.join(map(str, lsns))} changed nothing to {tool}",
+                       "`git wal show LSN` shows what a step changed")
+    now, drifted = [], []
+    for path in paths:
+        state = found(run.wt, path)
+        if state in (DIRECTORY, SPECIAL):
+            raise WalError(f"{path} is a {state} now; {tool} writes files only",
+                           "move it away, then try again")
+        if state != h.newest_state(path):
+            drifted.append(path)
+        now.append(state)
+        to, mode = restore[path]
+        if to != ABSENT and mode not in _FILE_MODES:
+            raise WalError(f"{path}: before LSN {lsns[0]} it was not a regular file "
+                           f"(mode {mode:o}); {tool} puts back files only",
+                           "restore it by hand (`git wal show` names the objects)")
+    if drifted and not force:
+        raise WalError(f"{', '.join(drifted[:5])}{' and more' if len(drifted) > 5 else ''} "
+                       "changed since the log's last step there (someone else's bytes); "
+                       f"nothing was {tool}ne", "`git wal show` and `git diff` show the "
+                       f"change; --force stores what the paths hold in the log, then "
+                       f"{tool}es")
+    return Undo(tool, lsns, paths, tuple(now), tuple(restore[p][0] for p in paths),
+                tuple(restore[p][1] if restore[p][0] != ABSENT else 0 for p in paths),
+                tuple(drifted))
+
+
+def perform(run: Run, plan: Undo) -> Undo:
+    """Log and apply ``plan`` (under the run lock: the tree and log are read again)."""
+    with run.store.locked():
+        fresh = (plan_undo(run, plan.lsns, force=bool(plan.drifted)) if plan.tool == "undo"
+                 else plan_redo(run, plan.lsns[0], force=bool(plan.drifted)))
+        if fresh != plan:
+            raise WalError(f"the run or the tree changed while the {plan.tool} was worked out",
+                           f"run `git wal {plan.tool}` again")
+        pre, modes = [], []
+        for path in plan.paths:
+            data, mode = run.wt.read(path)
+            if data is not None and mode not in _FILE_MODES:
+                raise ToolRefused(f"{path} is not a regular file now",
+                                  "move it away, then undo again")
+            pre.append(data)
+            modes.append(mode if data is not None else 0)
+        key = "undoes" if plan.tool == "undo" else "redoes"
+        args: dict[str, Any] = {
+            key: [int(n) for n in plan.lsns] if plan.tool == "undo" else int(plan.lsns[0]),
+            "paths": list(plan.paths), "contents": list(plan.to), "modes": list(plan.modes)}
+        done = run.step(plan.tool, args, plan.paths, pre, modes, plan.to)
+    return Undo(plan.tool, plan.lsns, plan.paths, plan.now, plan.to, plan.modes,
+                plan.drifted, done.lsn)
+
+
+def undo(run: Run, lsns: Sequence[int] = (), to: int | None = None, last: int | None = None,
+         to_checkpoint: bool = False, force: bool = False, dry_run: bool = False) -> Undo:
+    """Undo committed steps (default: the newest); ``dry_run``: only work it out."""
+    h = History.of(run.store.repo, run.records())
+    plan = plan_undo(run, select(h, lsns, to, last, to_checkpoint), force)
+    return plan if dry_run else perform(run, plan)
+
+
+def redo(run: Run, undo_lsn: int | None = None, force: bool = False,
+         dry_run: bool = False) -> Undo:
+    """Take back an undo (default: the newest not taken back)."""
+    plan = plan_redo(run, undo_lsn, force)
+    return plan if dry_run else perform(run, plan)
