@@ -435,3 +435,31 @@ def test_a_persons_decision_round_trips_and_is_canonical() -> None:
 def test_a_malformed_decision_is_refused(change: dict[str, Any]) -> None:
     refused(dumps(raw_of(COMMIT) | change))
     refused(dumps(raw_of(ABORT) | change))
+
+
+UNDO = Intent(
+    run=RUN, lsn=Lsn(9), tool="undo",
+    args={"undoes": [2, 4], "paths": ["a", "b"], "contents": [A, ABSENT],
+          "modes": [0o100755, 0]},
+    target=("a", "b"), pre=(B, B), post=(A, ABSENT), mode=(0o100644, 0o100644),
+    replay=REPLAY_SAFE, key=f"{RUN}:9",
+)
+
+
+def test_an_undo_and_a_redo_round_trip() -> None:
+    assert decode(encode(UNDO), WHERE) == UNDO
+    redo = dataclasses.replace(UNDO, tool="redo", args=UNDO.args | {"redoes": 7})
+    del redo.args["undoes"]
+    assert decode(encode(redo), WHERE) == redo
+
+
+@pytest.mark.parametrize("change", [
+    {"undoes": []}, {"undoes": [9]}, {"undoes": ["2"]}, {"contents": [A]},
+    {"contents": [A, "not-an-id"]}, {"modes": [0o100755, 0o100644]},
+    {"modes": [0o120000, 0]}, {"paths": ["a", "../b"]},
+], ids=["none-undone", "itself", "not-an-lsn", "short-contents", "bad-content",
+        "mode-for-absent", "a-symlink", "outside"])
+def test_a_malformed_undo_is_refused(change: dict[str, Any]) -> None:
+    raw = raw_of(UNDO)
+    raw["args"] = raw["args"] | change
+    refused(dumps(raw))
