@@ -111,6 +111,7 @@ def test_a_step_a_later_step_builds_on_cannot_be_undone_alone(repo: Path) -> Non
     assert (repo / "README").read_text() == "hello\none\ntwo\n"  # dry run: untouched
     ok(repo, "undo", "--to", "1")
     assert (repo / "README").read_text() == "hello\n"
+    assert "undo README  (undoes LSN 2, 4)" in ok(repo, "log", "--no-color").splitlines()[-1]
     again = wal(repo, "undo", "2")
     assert again.returncode == 1 and "LSN 2 was undone already" in again.stderr
     both = wal(repo, "undo", "2", "--last", "1")

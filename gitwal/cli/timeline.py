@@ -204,6 +204,11 @@ class Timeline:
         parts.append(f"{self.paint(rec.tool, 'bold')} {what(rec)}")
         if rec.check is not None:
             parts.append(f"check: {cut(rec.check, TEXT_WIDTH)}")
+        if rec.tool == "undo":  # the steps it took back (the log names them once, here)
+            parts.append(cut(f"(undoes LSN {', '.join(map(str, rec.args.get('undoes', [])))})",
+                             TEXT_WIDTH))
+        elif rec.tool == "redo":
+            parts.append(cut(f"(redoes undo LSN {rec.args.get('redoes')})", TEXT_WIDTH))
         if isinstance(closing, Commit) and is_miss(rec, closing):
             parts.append("(prediction miss)")
         if isinstance(closing, Abort) and not self.per_record:
