@@ -30,9 +30,10 @@ from .ids import ABSENT, Lsn
 from .records.model import EXEC_TOOL, Abort, Checkpoint, Commit, Intent, Record
 from .run import Run
 from .tools import post_modes
-from .worktree.overwrite import DIRECTORY, SPECIAL, found
+from .worktree.overwrite import DIRECTORY, SPECIAL, bring_back, found
 
-__all__ = ["Change", "History", "Undo", "plan_redo", "plan_undo", "redo", "undo"]
+__all__ = ["Change", "History", "Undo", "diff", "document", "plan_redo", "plan_undo", "redo",
+           "undo"]
 
 RESTORING = ("undo", "redo")
 _FILE_MODES = (0o100644, 0o100755)
@@ -140,6 +141,29 @@ class Undo:
                 "changes": [{"path": p, "from": a, "to": b}
                             for p, a, b in zip(self.paths, self.now, self.to, strict=True)],
                 "forced": list(self.drifted)}
+
+
+def document(repo: pygit2.Repository, done: Undo, run: str, dry_run: bool) -> dict[str, Any]:
+    """``done`` as the ``undo`` document (docs/json.md): what the CLI's ``--json``
+    and the MCP tool return; a dry run adds the unified diff of the change."""
+    saved = [(p, now) for p, now in zip(done.paths, done.now, strict=True)
+             if p in done.drifted and now != ABSENT and not dry_run]
+    data = done.to_dict() | {"run": run, "dry_run": dry_run, "saved": [
+        {"path": p, "object": oid, "command": bring_back(p, oid)} for p, oid in saved]}
+    if dry_run:
+        data["diff"] = "".join(diff(repo, p, a, b) for p, a, b
+                               in zip(done.paths, done.now, done.to, strict=True))
+    return data
+
+
+def diff(repo: pygit2.Repository, path: str, old: str, new: str) -> str:
+    """git's unified diff of ``path`` from state ``old`` to ``new`` (read-only)."""
+    a = None if old == ABSENT else repo.get(old)
+    b = None if new == ABSENT else repo.get(new)
+    if not isinstance(a, pygit2.Blob | None) or not isinstance(b, pygit2.Blob | None):
+        return f"{path}: an object is missing\n"
+    patch = pygit2.Patch.create_from(a, b, old_as_path=path, new_as_path=path)
+    return str(patch.text or "")
 
 
 def select(h: History, lsns: Sequence[int] = (), to: int | None = None,

@@ -106,7 +106,7 @@ def assert_logged(repo: Path, result: dict[str, Any], tool: str) -> dict[str, An
 def test_lists_the_tools_with_descriptions_and_schemas(repo: Path) -> None:
     async def body(s: ClientSession) -> None:
         tools = {t.name: t for t in (await s.list_tools()).tools}
-        assert set(tools) == STEP_TOOLS | {"begin", "status", "recover", "checkpoint"}
+        assert set(tools) == STEP_TOOLS | {"begin", "status", "recover", "checkpoint", "undo"}
         for t in tools.values():
             assert t.description and len(t.description) > 150, t.name
             assert t.input_schema["type"] == "object"
@@ -428,6 +428,24 @@ def test_checkpoint_and_status_tools(repo: Path) -> None:
     talk(repo, body)
     rows = log(repo)
     assert [r["type"] for r in rows][-2:] == ["checkpoint", "checkpoint"]
+
+
+def test_the_undo_tool_previews_undoes_and_refuses_over_someones_edit(repo: Path) -> None:
+    ok(repo, "begin", "--run", "u", "--task", "undo")
+
+    async def body(s: ClientSession) -> None:
+        await step(s, "write_file", path="a.txt", content="a\n")
+        await step(s, "exec", argv=["sh", "-c", "echo b > b.txt"])
+        preview = await step(s, "undo", dry_run=True)
+        assert preview["lsn"] is None and preview["undoes"] == [4]
+        assert "+++ /dev/null" in preview["diff"] and (repo / "b.txt").exists()
+        done = await step(s, "undo")
+        assert done["undoes"] == [4] and done["lsn"] == 6 and not (repo / "b.txt").exists()
+        (repo / "a.txt").write_text("a person's edit\n")
+        res = await refused(s, "undo")
+        assert "a.txt changed since the log's last step there" in text(res)
+        assert (repo / "a.txt").read_text() == "a person's edit\n"
+    talk(repo, body)
 
 
 @pytest.mark.slow

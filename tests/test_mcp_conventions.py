@@ -37,6 +37,7 @@ HINTS = {
     "status": (True, False, True, False),
     "recover": (False, True, True, True),
     "checkpoint": (False, False, False, False),
+    "undo": (False, True, False, False),
 }
 
 

@@ -5,10 +5,8 @@ from __future__ import annotations
 import click
 
 from ..display import safe
-from ..ids import ABSENT
-from ..undo import Undo, redo, undo
+from ..undo import Undo, document, redo, undo
 from ..wal import Wal
-from ..worktree.overwrite import bring_back
 from . import emit_json, handled
 from .options import JSON, RUN
 from .show import blob_change, diff_lines
@@ -22,15 +20,8 @@ DRY_RUN = click.option("--dry-run", is_flag=True,
 
 
 def _report(wal: Wal, done: Undo, run: str, dry_run: bool, as_json: bool) -> None:
-    saved = [(p, now) for p, now in zip(done.paths, done.now, strict=True)
-             if p in done.drifted and now != ABSENT and not dry_run]
+    data = document(wal.repo, done, run, dry_run)
     if as_json:
-        data = done.to_dict() | {"run": run, "dry_run": dry_run, "saved": [
-            {"path": p, "object": oid, "command": bring_back(p, oid)} for p, oid in saved]}
-        if dry_run:
-            data["diff"] = "".join(
-                (blob_change(wal.repo, p, a, b).diff or b"").decode("utf-8", "replace")
-                for p, a, b in zip(done.paths, done.now, done.to, strict=True))
         emit_json(data)
         return
     if dry_run:
@@ -42,8 +33,8 @@ def _report(wal: Wal, done: Undo, run: str, dry_run: bool, as_json: bool) -> Non
     what = (f"undid LSN {', '.join(map(str, done.lsns))}" if done.tool == "undo"
             else f"redid undo LSN {done.lsns[0]}")
     click.echo(f"{what} as LSN {done.lsn}: {', '.join(safe(p) for p in done.paths)}")
-    for p, oid in saved:
-        click.echo(f"saved what {safe(p)} held: `{safe(bring_back(p, oid))}` brings it back")
+    for s in data["saved"]:
+        click.echo(f"saved what {safe(s['path'])} held: `{safe(s['command'])}` brings it back")
 
 
 @click.command("undo")

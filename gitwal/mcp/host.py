@@ -213,6 +213,22 @@ class Host:
 
         return self._serialized(work)
 
+    def undo(self, lsns: Sequence[int] = (), to: int | None = None, last: int | None = None,
+             dry_run: bool = False) -> Reply:
+        def work() -> Reply:
+            from .. import undo as undoing
+
+            wal = self._wal()
+            run, _ = self._run(wal, create=False)
+            done = undoing.undo(run, lsns, to, last, dry_run=dry_run)
+            data = undoing.document(wal.repo, done, run.id, dry_run)
+            what = f"LSN {', '.join(map(str, done.lsns))}: {', '.join(done.paths)}"
+            text = (f"would undo {what}\n{data['diff']}" if dry_run
+                    else f"LSN {done.lsn} undid {what}")
+            return Reply(True, text, data)
+
+        return self._serialized(work)
+
     def recover(self, redo: bool = False, restore: bool = False) -> Reply:
         def work() -> Reply:
             wal = self._wal()

@@ -153,6 +153,7 @@ DEFS: dict[str, Any] = {
             'committed',
             'committed_steps',
             'aborted',
+            'decided',
             'intents',
             'drift',
             'undone',
@@ -187,6 +188,7 @@ DEFS: dict[str, Any] = {
             'in_doubt': {'$ref': '#/$defs/recover/properties/in_doubt'},
             'prompt': {'$ref': '#/$defs/recover/properties/prompt'},
             'output': {'type': 'string'},
+            'decided': {'$ref': '#/$defs/recover/properties/decided'},
         },
     },
     'mcp_step': {
@@ -473,6 +475,57 @@ DEFS: dict[str, Any] = {
             'exec; agent steps also write_files.'
         ),
         'type': 'string',
+    },
+    'undo': {
+        'type': 'object',
+        'additionalProperties': False,
+        'required': ['tool', 'lsn', 'changes', 'forced', 'run', 'dry_run', 'saved'],
+        'properties': {
+            'tool': {'enum': ['undo', 'redo']},
+            'lsn': {'anyOf': [{'$ref': '#/$defs/lsn'}, {'type': 'null'}]},
+            'undoes': {'type': 'array', 'items': {'$ref': '#/$defs/lsn'}, 'minItems': 1},
+            'redoes': {
+                'type': 'array',
+                'items': {'$ref': '#/$defs/lsn'},
+                'minItems': 1,
+                'maxItems': 1,
+            },
+            'changes': {
+                'type': 'array',
+                'items': {
+                    'type': 'object',
+                    'additionalProperties': False,
+                    'required': ['path', 'from', 'to'],
+                    'properties': {
+                        'path': {'type': 'string'},
+                        'from': {'$ref': '#/$defs/state'},
+                        'to': {'$ref': '#/$defs/state'},
+                    },
+                },
+            },
+            'forced': {'$ref': '#/$defs/paths'},
+            'run': {'type': 'string'},
+            'dry_run': {'type': 'boolean'},
+            'saved': {
+                'type': 'array',
+                'items': {
+                    'type': 'object',
+                    'additionalProperties': False,
+                    'required': ['path', 'object', 'command'],
+                    'properties': {
+                        'path': {'type': 'string'},
+                        'object': {'$ref': '#/$defs/oid'},
+                        'command': {'type': 'string'},
+                    },
+                },
+            },
+            'diff': {'type': 'string'},
+        },
+        'oneOf': [{'required': ['undoes']}, {'required': ['redoes']}],
+        'description': (
+            'what `git wal undo` or `git wal redo` did (lsn: the logged step; null with '
+            '--dry-run, which adds the diff)'
+        ),
     },
     'worktree': {
         'description': 'The worktree a run is bound to, or null (an unbound run).',

@@ -34,6 +34,7 @@ TOOL_DOCUMENTS: dict[str, tuple[str, ...]] = {
     "status": ("status", "mcp_no_run"),
     "recover": ("mcp_recover", "mcp_no_run"),
     "checkpoint": ("mcp_checkpoint",),
+    "undo": ("undo",),
 }
 ERROR = "mcp_error"  # every tool's refusal (isError: true)
 

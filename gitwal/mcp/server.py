@@ -277,6 +277,29 @@ def build(host: Host) -> GitwalServer:
         call `recover` again with restore=true (or keep its effect by hand)."""
         return _result(host.recover(redo=redo, restore=restore))
 
+    # Destructive: it rewrites files back to what they held; refused (nothing written)
+    # where a later step or someone else's edit is in the way.
+    @tool("Undo committed steps (logged)", read_only=False, destructive=True,
+          idempotent=False, open_world=False)
+    def undo(
+        lsns: Annotated[list[int] | None, Field(
+            description="The LSNs of the steps to undo (from `status` or the log). "
+                        "Default: the newest step still in effect.")] = None,
+        to: Annotated[int | None, Field(
+            ge=0, description="Undo every step after this LSN instead.")] = None,
+        last: Annotated[int | None, Field(
+            ge=1, description="Undo the newest N steps instead.")] = None,
+        dry_run: Annotated[bool, Field(
+            description="Only return the change as a unified diff; write nothing.")] = False,
+    ) -> CallToolResult:
+        """Take back committed steps, file and shell steps alike: every path they changed
+        goes back to its content (and mode) before the earliest of them. The undo is
+        itself a logged step; a person can take it back with `git wal redo`. Refused,
+        naming the paths and writing nothing, when a step left in place changed a path
+        later or a path no longer holds what the log says (someone edited it): tell the
+        user, who can decide (`git wal undo --force` keeps their bytes in the log)."""
+        return _result(host.undo(lsns or (), to, last, dry_run))
+
     # Only adds a commit (and a checkpoint record); refused when it would take in
     # changes no step explains, unless asked to.
     @tool("Checkpoint: commit what the log explains", read_only=False, destructive=False,
