@@ -39,6 +39,7 @@ class CheckResult:
     ok: bool
     output: str
     failure: str = ""  # why it failed, for the abort reason ("" when ok)
+    code: int | None = None  # its exit status (None: killed at its time limit)
 
 
 @dataclass(frozen=True)
@@ -101,17 +102,20 @@ _MISMATCH = "a step runs exactly the command its intent records; `git wal log` s
 
 
 def run_check(command: str, wt: Worktree, intent: Intent, hold: int | None = None,
-              timeout: float | None = None) -> CheckResult:
+              timeout: float | None = None, role: str = "check") -> CheckResult:
     """Run a verification command in the tree; exit 0 means it passed.
 
-    Only a check this clone wrote runs (authorship.require: raises
-    ForeignCommand otherwise). ``hold``: a lock fd the command inherits
+    ``role``: "check" (the intent's ``check``) or "confirm" (an exec intent's
+    ``args.confirm``, the probe recovery runs to decide it). Only a command
+    this clone wrote runs (authorship.require: raises ForeignCommand
+    otherwise). ``hold``: a lock fd the command inherits
     (Store.command_lock). ``timeout``: seconds (default: wal.commandTimeout);
     past it the check's whole process group is killed and the check fails."""
-    if command != intent.check:
-        raise ForeignCommand(f"run {intent.run} LSN {intent.lsn}: the check {command!r} "
+    recorded = intent.check if role == "check" else intent.args.get("confirm")
+    if command != recorded:
+        raise ForeignCommand(f"run {intent.run} LSN {intent.lsn}: the {role} {command!r} "
                              "is not the one the intent records; it was not run", _MISMATCH)
-    require(wt.repo, intent, "check", command)
+    require(wt.repo, intent, role, command)
     limit = command_timeout(wt, timeout)
     proc = subprocess.Popen(
         command, shell=True, cwd=wt.root, env=_step_env(intent), stdout=subprocess.PIPE,
@@ -134,7 +138,8 @@ def run_check(command: str, wt: Worktree, intent: Intent, hold: int | None = Non
         raise
     text = (out + err).decode("utf-8", "replace")[-OUTPUT_TAIL:]
     return CheckResult(proc.returncode == 0, text,
-                       "" if proc.returncode == 0 else f"check failed: {command}")
+                       "" if proc.returncode == 0 else f"{role} failed: {command}",
+                       proc.returncode)
 
 
 def _drain(proc: subprocess.Popen[bytes]) -> bytes:

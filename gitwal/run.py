@@ -228,15 +228,22 @@ class Run(ToolSteps):
         step: int | None = None,
         watch: Sequence[str] = (),
         timeout: float | None = None,
+        confirm: str | None = None,
     ) -> StepResult:
         """Run a command whose effect is unknown in advance, as a logged step.
 
         ``watch``: paths whose ignored files the snapshots include too, so a
         command that changes only those is seen (recorded in the intent).
+        ``confirm``: a probe (``sh -c``) recovery runs to decide the step if a
+        crash leaves it in doubt: exit 0, it happened; 1, it did not; else
+        still in doubt (docs/recovery.md).
         ``timeout``: seconds the command, and then the check, may each run
         (default: wal.commandTimeout); past it its process group is killed."""
         if not argv:
             raise ToolRefused("exec: no command given", "git wal exec -- CMD ARG...")
+        if confirm is not None and not confirm.strip():
+            raise ToolRefused("exec: --confirm needs a command",
+                              'e.g. --confirm "test -f dist/app.js"')
         watched = sorted({self.wt.confine_any(w) for w in watch})
         timeout = command_timeout(self.wt, timeout)  # a bad setting fails before the intent
         with self.store.locked():
@@ -246,6 +253,8 @@ class Run(ToolSteps):
             args: dict[str, Any] = {"argv": list(argv)}
             if watched:
                 args["watch"] = watched
+            if confirm is not None:
+                args["confirm"] = confirm
             intent = attach(self.store.repo, Intent(
                 run=self.id, lsn=lsn, tool="exec", args=args,
                 target=(".",), pre=(pre_tree,), post=None, mode=(MODE_TREE,),

@@ -39,6 +39,8 @@ EXAMPLES: dict[str, str] = {
          "git wal exec --idempotent -- npm install"),
         ("include ignored build output in the snapshots, check it, time it out",
          'git wal exec --watch dist --check "test -f dist/app.js" --timeout 300 -- make'),
+        ("a step a crash may leave in doubt: say how recovery can tell it happened",
+         'git wal exec --confirm "git tag -l v1.2 | grep -q ." -- git tag v1.2'),
     ),
     "recover": _examples(
         ("after a crash: decide every open intent and print the resume prompt",

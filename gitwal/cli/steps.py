@@ -141,18 +141,21 @@ def move_file(ctx: click.Context, src: str, dst: str) -> None:
 @click.option("--watch", "watch", multiple=True, metavar="PATH",
               help="Include ignored files under PATH in the step's snapshots, so a "
                    "command that changes only those is seen (repeatable).")
+@click.option("--confirm", metavar="CMD",
+              help="A probe recovery runs if a crash leaves the step in doubt: exit 0, "
+                   "it happened; 1, it did not; other, still in doubt.")
 @WAIT
 @JSON
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
 @handled
 def exec_(run_id: str | None, check: str | None, timeout: float | None, idempotent: bool,
-          step: int | None, watch: tuple[str, ...], wait_timeout: float | None,
-          as_json: bool, argv: tuple[str, ...]) -> None:
+          step: int | None, watch: tuple[str, ...], confirm: str | None,
+          wait_timeout: float | None, as_json: bool, argv: tuple[str, ...]) -> None:
     """Run a shell command as a logged step (snapshots before and after)."""
     run = Wal(".").run(run_id, wait_timeout=wait_timeout)
     # Under --json the command's (and the check's) stdout goes to stderr: the
     # JSON document is all that stdout carries (docs/json.md, "exec").
     with commands_to_stderr(as_json):
         result = run.exec(list(argv), check=check, idempotent=idempotent, step=step,
-                          timeout=timeout, watch=watch)
+                          timeout=timeout, watch=watch, confirm=confirm)
     _report(run, result, step, as_json)

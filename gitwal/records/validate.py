@@ -93,6 +93,8 @@ def _check_intent(tool: str, args: dict[str, Any], target: tuple[str, ...],
             raise ValueError(f"args.cwd: {why}")
         if "watch" in args:  # pathspecs for git add -f: confined like targets
             _paths("args.watch", args["watch"], non_empty=True)
+        if "confirm" in args and not (isinstance(args["confirm"], str) and args["confirm"]):
+            raise ValueError("an exec intent's args.confirm must be a non-empty command")
         return
     _paths("target", list(target), non_empty=True, distinct=True)
     if tool == MULTI_FILE_TOOL:

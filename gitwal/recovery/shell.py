@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pygit2
 
-from ..effects import run_check, run_command
+from ..effects import CheckResult, run_check, run_command
 from ..ids import TreeId
 from ..log.store import Ref
 from ..records.model import REPLAY_SAFE, Abort, Commit, Intent, agent_tag
-from ..report import IN_DOUBT, NOT_APPLIED, Outcome
+from ..report import APPLIED, IN_DOUBT, NOT_APPLIED, Outcome
 from ..worktree.overwrite import bring_back_tree, describe, found, restore_plan, restore_tree
 from ..worktree.snapshot import tree_state, watched_paths
 from .host import DecisionHost
@@ -67,18 +67,25 @@ class ExecDecisions(DecisionHost):
         # applied" as a fact: one that ran may have changed what a snapshot
         # does not see (ignored files, submodules, skip-worktree paths).
         started = agent_tag(intent) is not None or self.store.command_started(intent.lsn)
+        probe = None if dry_run or not started else self._probe(intent)
+        if probe is not None and probe.code == 0:
+            return self._confirmed(intent, pre_tree, "no change the snapshot can see")
+        if probe is not None and probe.code == 1:
+            started = False  # its probe says it did not happen: decided as never started
         if not started:
+            why = ("its confirm probe exited 1" if probe is not None
+                   else "its command never started")
             if dry_run:
-                return self._outcome(intent, NOT_APPLIED, "none", "not applied (its command "
-                                     "never started)")
+                return self._outcome(intent, NOT_APPLIED, "none", f"not applied ({why})")
             if self.redo and intent.replay == REPLAY_SAFE:
                 return self._redo_exec(intent, pre_tree, NOT_APPLIED)
             self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
-                               "recovery: not applied (never started); not redone", ()))
+                               f"recovery: not applied ({why}); not redone", ()))
             return self._outcome(intent, NOT_APPLIED, "aborted",
-                                 "not applied (its command never started); redo it")
+                                 f"not applied ({why}); redo it")
         detail = ("in doubt: no change the snapshot can see, but its command may have run "
-                  "(changes to ignored or untracked-by-snapshot paths are invisible)")
+                  "(changes to ignored or untracked-by-snapshot paths are invisible)"
+                  + _probe_note(probe))
         if dry_run:
             return self._outcome(intent, IN_DOUBT, "none", detail + self._running(intent),
                                  (), True)
@@ -98,7 +105,12 @@ class ExecDecisions(DecisionHost):
         if dry_run:
             return self._outcome(intent, IN_DOUBT, "none", detail + self._running(intent),
                                  changed, True)
-        if not self.restore:
+        probe = self._probe(intent)
+        if probe is not None and probe.code == 0:
+            return self._confirmed(intent, now, detail)
+        denied = probe is not None and probe.code == 1  # it did not happen: put back
+        detail += _probe_note(probe)
+        if not self.restore and not denied:
             return self._outcome(intent, IN_DOUBT, "left-open", detail, changed, True)
         # Another run's committed change is not this step's to undo.
         elsewhere = self._committed_elsewhere()
@@ -107,8 +119,9 @@ class ExecDecisions(DecisionHost):
         # The abort (and its append, which keeps the snapshot ``now``) is
         # durable before anything is put back: every byte the restore
         # overwrites can be brought back from that tree.
-        self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
-                           "recovery: in doubt; restored the pre tree by request",
+        why = ("not applied per its confirm probe (exit 1); restored the pre tree" if denied
+               else "in doubt; restored the pre tree by request")
+        self._append(Abort(self.store.run, self.next_lsn, intent.lsn, f"recovery: {why}",
                            tuple(plan), saved=((".", now),) if plan else ()),
                      [Ref(now, is_tree=True)])
         undo = restore_tree(self.wt, pre_tree, now, plan, f"r{intent.lsn}")
@@ -123,7 +136,26 @@ class ExecDecisions(DecisionHost):
         if moved or undo.kept:
             detail += f"; left in place (changed since): {describe((*moved, *undo.kept))}"
         saved = ((".", now, bring_back_tree(now, undo.restored)),) if undo.restored else ()
-        return self._outcome(intent, IN_DOUBT, "restored", detail, changed, saved=saved)
+        return self._outcome(intent, NOT_APPLIED if denied else IN_DOUBT, "restored", detail,
+                             changed, saved=saved)
+
+    def _probe(self, intent: Intent) -> CheckResult | None:
+        """Run the step's confirm probe (None: it has none, or its command still
+        runs). Only a probe this clone wrote runs (effects.run_check)."""
+        probe = intent.args.get("confirm")
+        if not isinstance(probe, str) or self.store.command_running(intent.lsn) is not None:
+            return None
+        return run_check(probe, self.wt, intent, role="confirm")
+
+    def _confirmed(self, intent: Intent, now: TreeId, detail: str) -> Outcome:
+        """The probe says the step happened: committed with the tree as found."""
+        probe = intent.args["confirm"]
+        self._append(Commit(self.store.run, self.next_lsn, intent.lsn, (now,),
+                            f"confirmed: {probe} exited 0 (recovery)", True),
+                     [Ref(now, is_tree=True)])
+        return self._outcome(intent, APPLIED, "committed",
+                             f"{detail}; its confirm probe exited 0: it happened, committed "
+                             "as found")
 
     def _redo_exec(self, intent: Intent, pre_tree: TreeId, outcome: str) -> Outcome:
         with self.store.command_lock(intent.lsn) as hold:
@@ -150,5 +182,14 @@ class ExecDecisions(DecisionHost):
         return self._outcome(intent, outcome, "aborted",
                              f"{outcome}; redo failed ({failure}), {len(undo.restored)} "
                              "changed path(s) restored")
+
+
+def _probe_note(probe: CheckResult | None) -> str:
+    if probe is None:
+        return ""
+    if probe.code == 1:
+        return "; its confirm probe exited 1: it did not happen"
+    status = "was killed at its time limit" if probe.code is None else f"exited {probe.code}"
+    return f"; its confirm probe {status}: still in doubt"
 
 
