@@ -16,9 +16,11 @@
 
 An update is a list of chunks; each chunk's old lines (context and ``-``
 lines) are found in the file after the previous chunk (after its ``@@``
-header line, when it names one; at the end with ``*** End of File``),
-matched exactly, then ignoring trailing white space, then ignoring
-surrounding white space, and replaced by its new lines (context and ``+``).
+header line, when it names one; only at the end with ``*** End of File``)
+the way Codex finds them (patch_seek.py: exactly, then ignoring trailing
+white space, then surrounding white space, then typographic punctuation),
+and replaced by its new lines (context and ``+``); a hunk without old lines
+is appended at the end of the file.
 A file the patch writes ends with a newline. Nothing here touches the disk:
 :func:`post_images` maps pre-images to post-images, or raises
 :class:`ToolRefused` when the patch would not apply (then nothing is logged
@@ -27,10 +29,11 @@ and Codex reports its own error).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..errors import ToolRefused
+from .patch_seek import seek
 
 BEGIN, END = "*** Begin Patch", "*** End Patch"
 ADD, UPDATE, DELETE, MOVE = "*** Add File: ", "*** Update File: ", "*** Delete File: ", \
@@ -129,41 +132,41 @@ def _chunks(body: list[str], i: int, path: str) -> tuple[list[Chunk], int]:
     return chunks, i
 
 
-_MATCHES: tuple[Callable[[str], str], ...] = (
-    lambda s: s, lambda s: s.rstrip(), lambda s: s.strip())
-
-
-def _find(lines: list[str], want: tuple[str, ...], start: int, at_end: bool) -> int:
-    if not want:
-        return len(lines) if at_end else start
-    for norm in _MATCHES:
-        target = [norm(w) for w in want]
-        candidates = range(start, len(lines) - len(want) + 1)
-        if at_end:
-            candidates = range(len(lines) - len(want), start - 1, -1)
-        for at in candidates:
-            if at >= 0 and [norm(x) for x in lines[at:at + len(want)]] == target:
-                return at
-    return -1
-
-
 def apply_update(text: str, chunks: tuple[Chunk, ...], path: str) -> str:
+    """``text`` with ``chunks`` applied as Codex applies them: every hunk located in
+    the original lines (patch_seek.py), after the previous one, then all replaced."""
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the final newline is put back below
+    edits: list[tuple[int, int, list[str]]] = []
     pos = 0
     for chunk in chunks:
         if chunk.header is not None:
-            at = _find(lines, (chunk.header,), pos, False)
-            if at < 0:
+            at = seek(lines, (chunk.header,), pos, False)
+            if at is None:
                 raise ToolRefused(f"apply_patch: {path}: no line {chunk.header!r}")
             pos = at + 1
-        at = _find(lines, chunk.old, pos, chunk.at_end)
-        if at < 0:
+        if not chunk.old:
+            # Pure addition: Codex appends it at the end of the file.
+            end = len(lines) - 1 if lines and lines[-1] == "" else len(lines)
+            edits.append((end, 0, list(chunk.new)))
+            continue
+        old, new = list(chunk.old), list(chunk.new)
+        found = seek(lines, old, pos, chunk.at_end)
+        if found is None and old[-1] == "":
+            # A trailing empty old line stands for the file's final newline.
+            old = old[:-1]
+            new = new[:-1] if new and new[-1] == "" else new
+            found = seek(lines, old, pos, chunk.at_end)
+        if found is None:
             raise ToolRefused(f"apply_patch: {path}: the hunk's lines were not found")
-        lines[at:at + len(chunk.old)] = list(chunk.new)
-        pos = at + len(chunk.new)
-    return "\n".join(lines) + "\n"
+        edits.append((found, len(old), new))
+        pos = found + len(old)
+    for at, n, new in sorted(edits, key=lambda e: e[0], reverse=True):
+        lines[at:at + n] = new
+    if not lines or lines[-1] != "":
+        lines.append("")
+    return "\n".join(lines)
 
 
 Content = bytes | None
