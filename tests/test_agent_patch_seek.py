@@ -66,3 +66,37 @@ def test_a_trailing_empty_old_line_stands_for_the_final_newline() -> None:
 def test_a_hunk_without_old_lines_is_appended_at_the_end() -> None:
     assert patched("a\nb\n", "@@\n+c\n") == "a\nb\nc\n"
     assert patched("a\nb", "@@\n+c\n") == "a\nb\nc\n"  # and the file ends with a newline
+
+
+# What Codex 0.169.0 wrote for each file and hunk (observed with the pinned
+# binary): an untouched line keeps its ending, a new line gets the file's first
+# one, and the file ends with a line ending.
+OBSERVED = [
+    ("a\r\nb\nc\r\n", "@@\n-b\n+B\n", "a\r\nB\r\nc\r\n"),
+    ("a\nb\r\nc\n", "@@\n-b\n+B\n", "a\nB\nc\n"),
+    ("a\r\nb", "@@\n-b\n+B\n", "a\r\nB\r\n"),
+    ("a\r\nb\r\n", "@@\n+c\n", "a\r\nb\r\nc\r\n"),
+    ("a\r\nb\r\nc\r\n", "@@\n-b\n+b1\n+b2\n", "a\r\nb1\r\nb2\r\nc\r\n"),
+    ("a\nb", "@@\n-a\n+A\n", "A\nb\n"),
+    ("x\r\ny\r\n", "@@\n-y\n+Y\n*** End of File\n", "x\r\nY\r\n"),
+    ("a\r\nb\nc\r\nd\r\n", "@@\n-d\n+D\n", "a\r\nb\nc\r\nD\r\n"),
+    ("a\r\nb\n", "@@\n-a\n+A\n", "A\r\nb\n"),
+    ("a\nb\r\nc\nd\n", "@@\n-a\n+A\n", "A\nb\r\nc\nd\n"),
+    ("a\rb\rc\n", "@@\n-c\n+C\n", "a\rb\rC\r"),
+    ("a\r\n\r\nb\r\n", "@@\n a\n-\n+x\n", "a\r\nx\r\nb\r\n"),
+    ("a\nb\r\nc\r\nd\r\n", "@@\n-d\n+D\n", "a\nb\r\nc\r\nD\n"),
+    ("abc", "@@\n-abc\n+ABC\n", "ABC\n"),
+    ("a\rb\nc\n", "@@\n-c\n+C\n", "a\rb\nC\r"),
+    ("a\r\nb\rc\r", "@@\n-c\n+C\n", "a\r\nb\rC\r\n"),
+]
+
+
+@pytest.mark.parametrize(("text", "body", "written"), OBSERVED)
+def test_line_endings_are_kept_as_codex_keeps_them(text: str, body: str, written: str) -> None:
+    assert patched(text, body) == written
+
+
+def test_a_patch_line_breaks_at_newlines_only() -> None:
+    # A form feed is text inside a line, as in the file; a CRLF patch reads as LF.
+    assert patched("a\x0cb\n", "@@\n-a\x0cb\n+c\n") == "c\n"
+    assert patched("a\nb\n", "@@\r\n-a\r\n+A\r\n") == "A\nb\n"

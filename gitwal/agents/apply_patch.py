@@ -29,6 +29,7 @@ and Codex reports its own error).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -59,7 +60,9 @@ class FileOp:
 
 
 def parse(text: str) -> list[FileOp]:
-    lines = text.strip().splitlines()
+    # Lines end at \n only (a trailing \r dropped), as Codex reads a patch: a form
+    # feed or a U+2028 inside a line is text, not a line break.
+    lines = [ln.removesuffix("\r") for ln in text.strip().split("\n")]
     if not lines or lines[0].strip() != BEGIN or lines[-1].strip() != END:
         raise ToolRefused("apply_patch: the patch must start with '*** Begin Patch' and end "
                           "with '*** End Patch'")
@@ -132,12 +135,28 @@ def _chunks(body: list[str], i: int, path: str) -> tuple[list[Chunk], int]:
     return chunks, i
 
 
+_EOL = re.compile(r"\r\n|\r|\n")
+
+
+def split_lines(text: str) -> list[tuple[str, str]]:
+    """(content, ending) per line, an ending being \r\n, \r, \n or "" (the last line)."""
+    out, at = [], 0
+    for m in _EOL.finditer(text):
+        out.append((text[at:m.start()], m.group()))
+        at = m.end()
+    if at < len(text):
+        out.append((text[at:], ""))
+    return out
+
+
 def apply_update(text: str, chunks: tuple[Chunk, ...], path: str) -> str:
-    """``text`` with ``chunks`` applied as Codex applies them: every hunk located in
-    the original lines (patch_seek.py), after the previous one, then all replaced."""
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # the final newline is put back below
+    """``text`` with ``chunks`` applied as Codex (0.169.0) applies them: every hunk
+    located in the original lines (patch_seek.py), after the previous one, then
+    all replaced. Line endings are kept: an untouched line keeps its own, a new
+    line gets the file's first one (\n when it has none), and the file ends
+    with a line ending."""
+    source = split_lines(text)
+    lines = [content for content, _ in source]
     edits: list[tuple[int, int, list[str]]] = []
     pos = 0
     for chunk in chunks:
@@ -147,9 +166,7 @@ def apply_update(text: str, chunks: tuple[Chunk, ...], path: str) -> str:
                 raise ToolRefused(f"apply_patch: {path}: no line {chunk.header!r}")
             pos = at + 1
         if not chunk.old:
-            # Pure addition: Codex appends it at the end of the file.
-            end = len(lines) - 1 if lines and lines[-1] == "" else len(lines)
-            edits.append((end, 0, list(chunk.new)))
+            edits.append((len(lines), 0, list(chunk.new)))  # Codex appends an addition
             continue
         old, new = list(chunk.old), list(chunk.new)
         found = seek(lines, old, pos, chunk.at_end)
@@ -162,11 +179,11 @@ def apply_update(text: str, chunks: tuple[Chunk, ...], path: str) -> str:
             raise ToolRefused(f"apply_patch: {path}: the hunk's lines were not found")
         edits.append((found, len(old), new))
         pos = found + len(old)
+    eol = next((e for _, e in source if e), "\n")
+    out: list[tuple[str, str]] = list(source)
     for at, n, new in sorted(edits, key=lambda e: e[0], reverse=True):
-        lines[at:at + n] = new
-    if not lines or lines[-1] != "":
-        lines.append("")
-    return "\n".join(lines)
+        out[at:at + n] = [(line, eol) for line in new]
+    return "".join(content + (ending or eol) for content, ending in out)
 
 
 Content = bytes | None

@@ -47,7 +47,8 @@ def closing(recs: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
 
 
 def tree_files(repo: Path) -> dict[str, str]:
-    return {p.relative_to(repo).as_posix(): p.read_text() for p in sorted(repo.rglob("*"))
+    return {p.relative_to(repo).as_posix(): p.read_bytes().decode()
+            for p in sorted(repo.rglob("*"))
             if p.is_file() and ".git" not in p.parts and ".codex" not in p.parts}
 
 
@@ -147,6 +148,7 @@ def test_a_multi_file_patch_is_one_intent_committed_as_predicted(
 LENIENT_FILES = {
     "notes.py": "say(\u201chello\u201d)  \n    indented\nend\nmiddle\nend\n",
     "list.txt": "a\nb",
+    "mixed.txt": "a\r\nb\nc\r\nd\n",
 }
 LENIENT = """*** Begin Patch
 *** Update File: notes.py
@@ -163,6 +165,10 @@ LENIENT = """*** Begin Patch
 *** Update File: list.txt
 @@
 +c
+*** Update File: mixed.txt
+@@
+-b
++B
 *** End Patch
 """
 
@@ -172,9 +178,10 @@ def test_a_patch_that_needs_lenient_matching_is_still_predicted_exactly(
     repo, _env, recs, _ = one_patch_session(tmp_path, codex_bin, LENIENT_FILES, LENIENT)
     want = predicted(LENIENT, LENIENT_FILES)
     # The typographic quotes, the trailing blanks and the indentation were matched
-    # loosely, the last "end" by its end-of-file anchor, the addition appended.
+    # loosely, the last "end" by its end-of-file anchor, the addition appended;
+    # each line kept its ending, the new one took the file's first.
     assert want == {"notes.py": 'say("hi")\nINDENTED\nend\nmiddle\nEND\n',
-                    "list.txt": "a\nb\nc\n"}
+                    "list.txt": "a\nb\nc\n", "mixed.txt": "a\r\nB\r\nc\r\nd\n"}
     assert {p: tree_files(repo)[p] for p in want} == want
     [intent] = [r for r in recs if r["type"] == "intent"]
     commit = closing(recs)[intent["lsn"]]
