@@ -17,7 +17,7 @@ import pytest
 
 from gitwal.agents import apply_patch
 
-from .claude import git_wal, sigkill, wait_until
+from .claude import cmd, git_wal, sigkill, wait_until
 from .codex import Codex, make_project, payloads
 from .fake_responses import CustomCall, FakeResponses, FunctionCall, Message, Request
 
@@ -264,3 +264,54 @@ def test_a_killed_session_resumes_with_gitwal_resume_prompt(
     recs = records(repo, env)
     # One intent, committed before the kill; no checkpoint per turn.
     assert [r["type"] for r in recs] == ["plan", "intent", "commit"], recs
+
+
+# -- e: a stale hook trust, as doctor reports it and Codex treats it ------------------
+
+
+def hook_trust(repo: Path, env: dict[str, str]) -> list[dict[str, Any]]:
+    """`git wal doctor`'s Codex hook-trust findings."""
+    doctor = json.loads(git_wal(repo, "doctor", "--json", env=env, ok=(0, 1)).stdout)
+    return [c for c in doctor["checks"] if c["check"].endswith(": hook trust")]
+
+
+def test_a_hook_whose_trust_is_stale_is_skipped_by_codex_and_named_by_doctor(
+        tmp_path: Path, codex_bin: Path) -> None:
+    patch = "*** Begin Patch\n*** Update File: a.txt\n@@\n-{0}\n+{1}\n*** End Patch\n"
+    player = Player([CustomCall("apply_patch", patch.format("one", "two"))], [Message("ok")],
+                    [CustomCall("apply_patch", patch.format("two", "three"))])
+    with FakeResponses(player) as api:
+        codex = Codex(codex_bin, tmp_path / "home", api.url)
+        repo = make_project(tmp_path / "repo", codex, {"a.txt": "one\n"})
+        env = codex.env()
+        hooks = repo / ".codex" / "hooks.json"
+        data = json.loads(hooks.read_text())
+        data["hooks"]["PreToolUse"][0]["hooks"][0]["timeout"] = 30  # trusted at 60
+        hooks.write_text(json.dumps(data, indent=2))
+        cmd(repo, "git", "commit", "-qam", "hooks edited", env=env)
+        [stale] = hook_trust(repo, env)
+        assert not stale["ok"], stale
+        assert stale["detail"].endswith("(codex skips them as modified): PreToolUse")
+
+        # Codex agrees: the patch runs with no intent before it (only the trusted
+        # PostToolUse hook saw it, and recorded the change as unlogged).
+        assert codex.run(repo, "first").returncode == 0
+        assert (repo / "a.txt").read_text() == "two\n"
+        recs = records(repo, env)
+        assert not [r for r in recs if r["type"] == "intent"], recs
+        assert [r["paths"] for r in recs if r["type"] == "unlogged"] == [["a.txt"]], recs
+
+        # Installing again puts gitwal's definition back, and it is trusted again.
+        git_wal(repo, "install", "codex", "--trust", env=env)
+        assert [c["ok"] for c in hook_trust(repo, env)] == [True]
+        assert codex.run(repo, "second").returncode == 0
+        assert api.errors == []
+    assert (repo / "a.txt").read_text() == "three\n"
+    rows = json.loads(git_wal(repo, "runs", "--json", env=env).stdout)
+    assert len(rows) == 2, rows
+    second = [r for r in rows if r["run"] not in {rec["run"] for rec in recs}]
+    later = [json.loads(line) for line in git_wal(
+        repo, "log", "--json", "--run", second[0]["run"], env=env).stdout.splitlines()]
+    [intent] = [r for r in later if r["type"] == "intent"]
+    assert intent["tool"] == "write_file" and intent["target"] == ["a.txt"]
+    assert closing(later)[intent["lsn"]]["post"] == intent["post"]
