@@ -15,8 +15,9 @@ import pytest
 
 from gitwal.agents import codex
 from gitwal.agents.engine import Close, FileStep, SessionStart, ShellStep, TurnEnd
+from gitwal.records.model import calling_agent
 
-from .conftest import git
+from .conftest import git, wal
 from .test_agent_payloads import run_hook, wal_log
 
 FIXTURES = Path(__file__).parent / "fixtures" / "codex-0.169.0"
@@ -94,3 +95,25 @@ def test_the_recorded_session_replayed_through_the_hook(repo: Path) -> None:
     assert commits[intents[0]["lsn"]]["verified"].startswith("finished (codex PostToolUse")
     patch_commit = commits[intents[1]["lsn"]]
     assert patch_commit["post"] == intents[1]["post"]
+
+
+@pytest.mark.parametrize("var", ["CODEX_TOOL_CALL_ID", "CODEX_THREAD_ID", "CODEX_SESSION_ID"])
+def test_codex_tool_calls_are_known_by_what_codex_exports(var: str) -> None:
+    assert calling_agent({var: "call_e2e_00001"}) == "codex"
+    assert calling_agent({var: ""}) is None
+
+
+@pytest.mark.slow
+def test_recover_inside_codex_own_shell_call_refuses_to_decide_it(repo: Path) -> None:
+    """`git wal recover` run through Codex's shell tool, which exports
+    CODEX_TOOL_CALL_ID: the open Bash intent is that very call, still running."""
+    pre = _as_here(fixture("pre-tool-use-bash"), repo)
+    run = f"codex-{pre['session_id']}"
+    assert run_hook(repo, "codex", pre).code == 0
+    before = wal_log(repo, run)
+    inside = wal(repo, "recover", "--run", run, env={"CODEX_TOOL_CALL_ID": pre["tool_use_id"]})
+    assert inside.returncode == 1, inside.stderr
+    assert inside.stderr.startswith(
+        f"error: run {run}: LSN {before[-1]['lsn']} is a Bash call of codex that has not "
+        "finished, and this recovery runs inside a codex tool call")
+    assert wal_log(repo, run) == before  # nothing decided, nothing appended
