@@ -52,7 +52,7 @@ def test_install_trust_writes_one_entry_per_gitwal_hook_and_keeps_the_rest(
     text = (home / ".codex" / "config.toml").read_text()
     assert text.startswith(mine)  # comments and the other entry kept, byte for byte
     state = config(home)["hooks"]["state"]
-    source = os.path.abspath(hooks)
+    source = os.path.realpath(hooks)
     keys = {f"{source}:pre_tool_use:1:0", f"{source}:post_tool_use:0:0",
             f"{source}:session_start:0:0", f"{source}:pre_compact:0:0", f"{source}:stop:0:0"}
     assert set(state) == keys | {"/elsewhere/hooks.json:stop:0:0"}
@@ -94,3 +94,16 @@ def test_trust_is_for_codex_only(repo: Path) -> None:
     assert proc.stderr.startswith("error: --trust is for codex")
     assert "hint: " in proc.stderr
     assert not (repo / ".claude" / "settings.json").exists()
+
+
+def test_user_scope_follows_codex_home(repo: Path, tmp_path: Path) -> None:
+    home = tmp_path / "codex-home"
+    proc = wal(repo, "install", "codex", "--scope", "user", "--trust",
+               env={"CODEX_HOME": str(home)})
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads((home / "hooks.json").read_text())
+    state = tomllib.loads((home / "config.toml").read_text())["hooks"]["state"]
+    entries = codex_trust.hook_entries(home / "hooks.json", data)
+    assert {e.key: e.current_hash for e in entries} == {
+        k: v["trusted_hash"] for k, v in state.items()}
+    assert not (Path(os.environ["HOME"]) / ".codex").exists()

@@ -89,7 +89,10 @@ def hook_entries(hooks_json: Path, data: Mapping[str, Any]) -> list[HookEntry]:
     keys them (by the file's absolute path and each handler's position)."""
     from .install import is_ours
 
-    source = os.path.abspath(hooks_json)
+    # Codex names the file by its resolved path: it finds a project's from its
+    # working directory (which the kernel reports resolved) and canonicalizes
+    # CODEX_HOME.
+    source = os.path.realpath(hooks_json)
     hooks = data.get("hooks")
     out: list[HookEntry] = []
     if not isinstance(hooks, dict):
@@ -159,8 +162,7 @@ def trusted_hashes(path: Path | None = None) -> dict[str, str]:
 
 
 def project_trusted(top: Path, path: Path | None = None) -> bool:
-    """Whether Codex trusts the project at ``top`` (its own path or, for a linked
-    worktree, the main repository's)."""
+    """Whether Codex trusts the project at ``top`` (by its path as given or resolved)."""
     try:
         doc = _load(path or config_path()).unwrap()
     except CodexConfigError:

@@ -76,6 +76,10 @@ def target(agent: str, scope: str, top: Path) -> Target:
         raise SettingsError(f"{agent} has no scope {scope!r}",
                             f"scopes for {agent}: {', '.join(scopes)}")
     base, rel = scopes[scope]
+    if agent == "codex" and base == "home":
+        from .codex_trust import codex_home  # Codex reads $CODEX_HOME/hooks.json
+
+        return Target(agent, scope, codex_home() / "hooks.json")
     root = top if base == "tree" else Path(os.path.expanduser("~"))
     return Target(agent, scope, root / rel)
 
