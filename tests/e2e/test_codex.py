@@ -8,7 +8,9 @@ through a trust bypass. docs/e2e.md describes the harness.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -315,3 +317,49 @@ def test_a_hook_whose_trust_is_stale_is_skipped_by_codex_and_named_by_doctor(
     [intent] = [r for r in later if r["type"] == "intent"]
     assert intent["tool"] == "write_file" and intent["target"] == ["a.txt"]
     assert closing(later)[intent["lsn"]]["post"] == intent["post"]
+
+
+def release_fifo(fifo: Path) -> None:
+    """Give a reader blocked on ``fifo`` its end of file (if one is still there)."""
+    try:
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError as e:
+        if e.errno != errno.ENXIO:  # ENXIO: no reader left
+            raise
+
+
+def test_a_session_killed_inside_a_shell_call_resumes_with_the_step_in_doubt(
+        tmp_path: Path, codex_bin: Path) -> None:
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    command = f"echo started > started.txt; cat {gate} > /dev/null"
+    player = Player([FunctionCall("exec_command", {"cmd": command})])
+    with FakeResponses(player) as api:
+        codex = Codex(codex_bin, tmp_path / "home", api.url)
+        repo = make_project(tmp_path / "repo", codex, {"README": "hi\n"})
+        log = tmp_path / "codex.log"
+        proc = codex.start(repo, "run it", log)
+        try:
+            # The command runs only after its PreToolUse hook made the intent durable.
+            wait_until(lambda: (repo / "started.txt").exists(), WAIT,
+                       "the shell call started", proc)
+        finally:
+            sigkill(proc)
+            release_fifo(gate)
+        env = codex.env()
+        [intent] = [r for r in records(repo, env) if r["type"] == "intent"]
+        assert records(repo, env)[-1] == intent  # open: no closing hook came
+        thread = next(json.loads(line)["thread_id"] for line in log.read_text().splitlines()
+                      if '"thread.started"' in line)
+        before = len(api.model_requests)
+        out = codex.run(repo, "go on", resume=thread)
+        assert out.returncode == 0, out.stderr[-2000:]
+        resumed = api.model_requests[before:]
+    # SessionStart's recovery found the step in flight and changed the tree: the
+    # resumed model is told it is in doubt, and the step stays open until decided.
+    text = resumed[0].all_text()
+    assert f"LSN {intent['lsn']} is in doubt" in text, text[-3000:]
+    assert "was intended, not committed" in text, text[-3000:]
+    recs = records(repo, env)
+    assert not [r for r in recs if r["type"] in ("commit", "abort")
+                and r["intent"] == intent["lsn"]], recs
