@@ -32,6 +32,9 @@ def test_the_hash_is_over_the_normalized_definition() -> None:
                   codex_trust.hook_hash("PreToolUse", "Bash", {"command": "x", "timeout": 60})):
         assert other != base
     assert base.startswith("sha256:") and len(base) == len("sha256:") + 64
+    # A timeout of 0 is raised to Codex's minimum of 1 second, not its default.
+    assert codex_trust.hook_hash("Stop", None, {"command": "x", "timeout": 0}) == \
+        codex_trust.hook_hash("Stop", None, {"command": "x", "timeout": 1})
     assert codex_trust.event_label("SessionStart") == "session_start"
 
 

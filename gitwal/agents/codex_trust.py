@@ -69,10 +69,12 @@ def event_label(event: str) -> str:
 
 def hook_hash(event: str, matcher: str | None, handler: Mapping[str, Any]) -> str:
     """The hash Codex stores for a trusted command handler of ``event``."""
+    timeout = handler.get("timeout", handler.get("timeoutSec"))
     normalized: dict[str, Any] = {
         "type": "command",
         "command": handler.get("command"),
-        "timeout": max(1, int(handler.get("timeout") or DEFAULT_TIMEOUT)),
+        # Codex: the timeout given (600 when none), at least 1 second.
+        "timeout": max(1, int(DEFAULT_TIMEOUT if timeout is None else timeout)),
         "async": bool(handler.get("async", False)),
     }
     if handler.get("statusMessage") is not None:
