@@ -66,6 +66,8 @@ def test_install_trust_writes_one_entry_per_gitwal_hook_and_keeps_the_rest(
     assert f"{source}:pre_tool_use:0:0" not in state  # the user's own hook: their call
     # Reinstalling changes nothing: the command is the same on every install.
     assert "were already trusted" in ok(repo, "install", "codex", "--trust")
+    report = json.loads(ok(repo, "install", "codex", "--trust", "--json"))
+    assert {"event": "config.toml hook trust", "action": "unchanged"} in report["changes"]
     assert (home / ".codex" / "config.toml").read_text() == text
 
 

@@ -93,11 +93,11 @@ def install_(agent: str, scope: str, in_process: bool, with_mcp: bool, trust: bo
         added = (merge_codex_toml if agent == "codex" else merge_mcp_json)(mcp_file)
         changes.append(inst.Change(f"{mcp_file.name} gitwal server",
                                    "added" if added else "unchanged"))
+    trusted = _trust_codex(t, changes) if trust else None
     _show(t, changes, as_json)
     missing = inst.missing_launcher(fast=not in_process)
     for note in notes + ([missing] if missing else []):
         click.echo(f"warning: {note}", err=True)
-    trusted = _trust_codex(t) if trust else None
     if not as_json:
         if trusted is not None:
             click.echo(trusted)
@@ -105,14 +105,16 @@ def install_(agent: str, scope: str, in_process: bool, with_mcp: bool, trust: bo
             click.echo(step)
 
 
-def _trust_codex(t: inst.Target) -> str:
-    """Store the trust of gitwal's entries of ``t`` in Codex's config.toml; one line."""
+def _trust_codex(t: inst.Target, changes: list[inst.Change]) -> str:
+    """Store the trust of gitwal's entries of ``t`` in Codex's config.toml (a change
+    named "config.toml hook trust"); one line for people."""
     from ..agents import codex_trust
 
     entries = codex_trust.hook_entries(t.path, inst.load(t.path))
     changed = codex_trust.trust(entries)
     ours = sum(e.ours for e in entries)
     where = codex_trust.config_path()
+    changes.append(inst.Change(f"{where.name} hook trust", "updated" if changed else "unchanged"))
     if not changed:
         return f"{where}: the {ours} gitwal hook(s) of {t.path} were already trusted"
     return f"{where}: trusted {len(changed)} of the {ours} gitwal hook(s) of {t.path}"
