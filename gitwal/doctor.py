@@ -183,28 +183,10 @@ def _probe(name: str, agent: str, top: Path, commands: dict[str, str],
 def _trust(name: str, agent: str, scope: str, top: Path) -> list[Finding]:
     home = Path(os.path.expanduser("~"))
     if agent == "codex":
-        config = home / ".codex" / "config.toml"
-        trusted = False
-        try:
-            import tomlkit
+        from .agents import codex_trust
 
-            projects = tomlkit.parse(config.read_text()).get("projects", {})
-            entry = projects.get(str(top), {}) if hasattr(projects, "get") else {}
-            trusted = getattr(entry, "get", lambda _k: None)("trust_level") == "trusted"
-        except (OSError, ValueError):
-            pass
-        out = []
-        if scope == "project":
-            out.append(Finding(
-                f"{name}: project trust", trusted,
-                "trusted" if trusted else f"{top} is not a trusted project in {config}: "
-                "codex does not load .codex/hooks.json here",
-                "" if trusted else "start codex here and trust the project"))
-        out.append(Finding(f"{name}: hook trust", True,
-                           "codex runs a hook only after it is trusted in /hooks (kept per "
-                           "hook definition; not readable from outside codex)",
-                           "in codex, open /hooks and trust gitwal's hooks"))
-        return out
+        return [Finding(f"{name}: {c.what}", c.ok, c.detail, c.fix)
+                for c in codex_trust.doctor_checks(scope, top)]
     if agent == "gemini" and scope == "project":
         return [_gemini_trust(name, home, top)]
     return []

@@ -16,11 +16,14 @@ import pygit2
 import pytest
 from pygit2.enums import ConfigLevel
 
+from gitwal.records.model import AGENT_ENV
+
 GIT_WAL = str(Path(sys.executable).parent / "git-wal")
 TESTS = Path(__file__).resolve().parent
 
 # -- the sealed environment ------------------------------------------------------
 
+AGENT_MARKERS = {var for var, _agent in AGENT_ENV} | {"CODEX_HOME"}
 IDENTITY = {"GIT_AUTHOR_NAME": "Test", "GIT_AUTHOR_EMAIL": "test@example.com",
             "GIT_COMMITTER_NAME": "Test", "GIT_COMMITTER_EMAIL": "test@example.com"}
 
@@ -56,7 +59,10 @@ def sealed(home: Path, runtime: Path) -> Iterator[None]:
     saved = {level: pygit2.settings.search_path[level] for level in paths}
     with pytest.MonkeyPatch.context() as mp:
         for key in list(os.environ):
-            if key.startswith(("GIT_", "GITWAL_")):
+            # An agent's markers (a suite run from inside an agent's shell tool)
+            # and CODEX_HOME (which would point `install --trust` at the user's
+            # own Codex config) stay outside.
+            if key.startswith(("GIT_", "GITWAL_")) or key in AGENT_MARKERS:
                 mp.delenv(key)
         for key, value in values.items():
             mp.setenv(key, value)

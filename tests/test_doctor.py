@@ -105,6 +105,8 @@ def test_agent_trust_is_checked_where_the_agent_keeps_it(repo: Path) -> None:
     (home / ".codex" / "config.toml").write_text(
         f'# mine\n[projects."{top}"]\ntrust_level = "trusted"\n')
     (home / ".gemini" / "trustedFolders.json").write_text(json.dumps({top: "TRUST_FOLDER"}))
+    assert not checks(repo, code=1)[f"{codex}: hook trust"]["ok"]
+    ok(repo, "install", "codex", "--trust")
     found = checks(repo, code=0)
     assert found[f"{codex}: project trust"]["ok"] and found[f"{gemini}: folder trust"]["ok"]
 

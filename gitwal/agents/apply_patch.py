@@ -16,9 +16,11 @@
 
 An update is a list of chunks; each chunk's old lines (context and ``-``
 lines) are found in the file after the previous chunk (after its ``@@``
-header line, when it names one; at the end with ``*** End of File``),
-matched exactly, then ignoring trailing white space, then ignoring
-surrounding white space, and replaced by its new lines (context and ``+``).
+header line, when it names one; only at the end with ``*** End of File``)
+the way Codex finds them (patch_seek.py: exactly, then ignoring trailing
+white space, then surrounding white space, then typographic punctuation),
+and replaced by its new lines (context and ``+``); a hunk without old lines
+is appended at the end of the file.
 A file the patch writes ends with a newline. Nothing here touches the disk:
 :func:`post_images` maps pre-images to post-images, or raises
 :class:`ToolRefused` when the patch would not apply (then nothing is logged
@@ -27,10 +29,12 @@ and Codex reports its own error).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..errors import ToolRefused
+from .patch_seek import seek
 
 BEGIN, END = "*** Begin Patch", "*** End Patch"
 ADD, UPDATE, DELETE, MOVE = "*** Add File: ", "*** Update File: ", "*** Delete File: ", \
@@ -56,7 +60,9 @@ class FileOp:
 
 
 def parse(text: str) -> list[FileOp]:
-    lines = text.strip().splitlines()
+    # Lines end at \n only (a trailing \r dropped), as Codex reads a patch: a form
+    # feed or a U+2028 inside a line is text, not a line break.
+    lines = [ln.removesuffix("\r") for ln in text.strip().split("\n")]
     if not lines or lines[0].strip() != BEGIN or lines[-1].strip() != END:
         raise ToolRefused("apply_patch: the patch must start with '*** Begin Patch' and end "
                           "with '*** End Patch'")
@@ -129,41 +135,55 @@ def _chunks(body: list[str], i: int, path: str) -> tuple[list[Chunk], int]:
     return chunks, i
 
 
-_MATCHES: tuple[Callable[[str], str], ...] = (
-    lambda s: s, lambda s: s.rstrip(), lambda s: s.strip())
+_EOL = re.compile(r"\r\n|\r|\n")
 
 
-def _find(lines: list[str], want: tuple[str, ...], start: int, at_end: bool) -> int:
-    if not want:
-        return len(lines) if at_end else start
-    for norm in _MATCHES:
-        target = [norm(w) for w in want]
-        candidates = range(start, len(lines) - len(want) + 1)
-        if at_end:
-            candidates = range(len(lines) - len(want), start - 1, -1)
-        for at in candidates:
-            if at >= 0 and [norm(x) for x in lines[at:at + len(want)]] == target:
-                return at
-    return -1
+def split_lines(text: str) -> list[tuple[str, str]]:
+    """(content, ending) per line, an ending being \r\n, \r, \n or "" (the last line)."""
+    out, at = [], 0
+    for m in _EOL.finditer(text):
+        out.append((text[at:m.start()], m.group()))
+        at = m.end()
+    if at < len(text):
+        out.append((text[at:], ""))
+    return out
 
 
 def apply_update(text: str, chunks: tuple[Chunk, ...], path: str) -> str:
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # the final newline is put back below
+    """``text`` with ``chunks`` applied as Codex (0.169.0) applies them: every hunk
+    located in the original lines (patch_seek.py), after the previous one, then
+    all replaced. Line endings are kept: an untouched line keeps its own, a new
+    line gets the file's first one (\n when it has none), and the file ends
+    with a line ending."""
+    source = split_lines(text)
+    lines = [content for content, _ in source]
+    edits: list[tuple[int, int, list[str]]] = []
     pos = 0
     for chunk in chunks:
         if chunk.header is not None:
-            at = _find(lines, (chunk.header,), pos, False)
-            if at < 0:
+            at = seek(lines, (chunk.header,), pos, False)
+            if at is None:
                 raise ToolRefused(f"apply_patch: {path}: no line {chunk.header!r}")
             pos = at + 1
-        at = _find(lines, chunk.old, pos, chunk.at_end)
-        if at < 0:
+        if not chunk.old:
+            edits.append((len(lines), 0, list(chunk.new)))  # Codex appends an addition
+            continue
+        old, new = list(chunk.old), list(chunk.new)
+        found = seek(lines, old, pos, chunk.at_end)
+        if found is None and old[-1] == "":
+            # A trailing empty old line stands for the file's final newline.
+            old = old[:-1]
+            new = new[:-1] if new and new[-1] == "" else new
+            found = seek(lines, old, pos, chunk.at_end)
+        if found is None:
             raise ToolRefused(f"apply_patch: {path}: the hunk's lines were not found")
-        lines[at:at + len(chunk.old)] = list(chunk.new)
-        pos = at + len(chunk.new)
-    return "\n".join(lines) + "\n"
+        edits.append((found, len(old), new))
+        pos = found + len(old)
+    eol = next((e for _, e in source if e), "\n")
+    out: list[tuple[str, str]] = list(source)
+    for at, n, new in sorted(edits, key=lambda e: e[0], reverse=True):
+        out[at:at + n] = [(line, eol) for line in new]
+    return "".join(content + (ending or eol) for content, ending in out)
 
 
 Content = bytes | None

@@ -6,9 +6,15 @@ handlers shape. Tool events carry ``session_id``, ``turn_id``,
 ``transcript_path``, ``cwd``, ``hook_event_name``, ``model``, ``tool_name``
 (``Bash``, ``apply_patch``, MCP tools), ``tool_use_id`` and ``tool_input``;
 for both ``Bash`` and ``apply_patch`` the text is ``tool_input.command``
-(the patch itself for ``apply_patch``). PostToolUse adds ``tool_response``.
-``SessionStart`` carries ``source``, ``PreCompact`` ``trigger``. Exit 2
-with a reason on stderr blocks a PreToolUse call.
+(the patch itself for ``apply_patch``). PostToolUse adds ``tool_response``:
+for a shell call (``exec_command``, reported as ``Bash``) only the command's
+output, a string without its exit status, so the call's commit says
+"finished"; where a response names its status (an object's ``exit_code``,
+or text that starts ``Exit code: N``, as ``apply_patch``'s and the older
+``shell`` tool's do) the commit says "exit code N". ``SessionStart``
+carries ``source``, ``PreCompact`` ``trigger``. Exit 2 with a reason on
+stderr blocks a PreToolUse call. Payloads Codex 0.169.0 sent are kept in
+tests/fixtures/codex-0.169.0/.
 
 An ``apply_patch`` call is one intent for every file it adds, updates,
 moves or deletes: all post-images are computed from the patch before it
@@ -17,6 +23,7 @@ applies (apply_patch.py) and logged together (``write_files``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -74,6 +81,25 @@ def _text(tool_input: Mapping[str, Any]) -> str:
     return ""
 
 
+_EXIT_LINE = re.compile(r"Exit code: (-?\d+)\b")
+
+
+def outcome(response: Any) -> str:
+    """How a shell call ended, in the words of ``Close.outcome``, from its
+    ``tool_response``: "exit code N" where it says, else "finished"."""
+    if isinstance(response, dict):
+        for key in ("exit_code", "exitCode"):
+            code = response.get(key)
+            if isinstance(code, int) and not isinstance(code, bool):
+                return f"exit code {code}"
+        response = response.get("output")
+    if isinstance(response, str):
+        m = _EXIT_LINE.match(response)
+        if m:
+            return f"exit code {int(m.group(1))}"
+    return "finished"
+
+
 def _patch_step(call: Call, text: str) -> Action:
     ops = apply_patch.parse(text)
     paths = apply_patch.targets(ops)
@@ -109,7 +135,7 @@ def action(event: str, payload: Mapping[str, Any]) -> Action:
         if tool in SHELL_TOOLS:
             if event == "PreToolUse":
                 return ShellStep(call, _text(tool_input))
-            return Close(call, ())
+            return Close(call, (), outcome=outcome(payload.get("tool_response")))
         return Ignore(f"tool {tool!r} is not logged")
     if event == "SessionStart":
         return SessionStart(str(payload.get("source") or "startup"))

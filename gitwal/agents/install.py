@@ -76,6 +76,10 @@ def target(agent: str, scope: str, top: Path) -> Target:
         raise SettingsError(f"{agent} has no scope {scope!r}",
                             f"scopes for {agent}: {', '.join(scopes)}")
     base, rel = scopes[scope]
+    if agent == "codex" and base == "home":
+        from .codex_trust import codex_home  # Codex reads $CODEX_HOME/hooks.json
+
+        return Target(agent, scope, codex_home() / "hooks.json")
     root = top if base == "tree" else Path(os.path.expanduser("~"))
     return Target(agent, scope, root / rel)
 
@@ -363,13 +367,17 @@ def uninstall(t: Target, notes: list[str] | None = None, mcp: bool = False) -> l
     return changes
 
 
-def next_steps(agent: str, scope: str) -> list[str]:
+def next_steps(agent: str, scope: str, trusted: bool = False) -> list[str]:
     """What the user must still do before the agent runs the hooks it was given
     (`install` prints it): the agents' own trust gates."""
     if agent == "codex":
-        steps = ["Codex runs a new or changed hook only once you trust it: start codex, "
-                 "open /hooks and trust the gitwal hooks (trust is kept per hook "
-                 "definition: trust them again after an install that changed them)."]
+        steps = [] if trusted else [
+            "Codex runs a hook only once it is trusted: run `git wal install codex "
+            f"--scope {scope} --trust` (it stores each gitwal hook's hash under "
+            "[hooks.state.\"<hooks.json>:<event>:<group>:<handler>\"] trusted_hash in "
+            "~/.codex/config.toml, as /hooks does), or start codex, open /hooks and trust "
+            "the gitwal hooks. The trust holds until a hook's definition changes "
+            "(`git wal doctor` says when)."]
         if scope == "project":
             steps.append("Codex loads .codex/hooks.json only in a trusted project: trust "
                          "this project when codex asks.")

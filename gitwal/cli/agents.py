@@ -71,10 +71,17 @@ def _mcp_file(agent: str, scope: str) -> Path | None:
 @click.option("--in-process", is_flag=True,
               help="Run each hook in its own process (no server; slower).")
 @MCP
+@click.option("--trust", "trust", is_flag=True,
+              help="Codex: also mark gitwal's hooks trusted in ~/.codex/config.toml, as "
+                   "trusting them in codex's /hooks does.")
 @JSON
 @handled
-def install_(agent: str, scope: str, in_process: bool, with_mcp: bool, as_json: bool) -> None:
+def install_(agent: str, scope: str, in_process: bool, with_mcp: bool, trust: bool,
+             as_json: bool) -> None:
     """Add gitwal's hooks to AGENT's settings (idempotent; other hooks are kept)."""
+    if trust and agent != "codex":
+        raise UsageError(f"--trust is for codex: {agent} has no per-hook trust",
+                         f"run `git wal install {agent}` without --trust")
     mcp_file = _mcp_file(agent, scope) if with_mcp else None
     t = _target(agent, scope)
     notes: list[str] = []
@@ -86,13 +93,31 @@ def install_(agent: str, scope: str, in_process: bool, with_mcp: bool, as_json: 
         added = (merge_codex_toml if agent == "codex" else merge_mcp_json)(mcp_file)
         changes.append(inst.Change(f"{mcp_file.name} gitwal server",
                                    "added" if added else "unchanged"))
+    trusted = _trust_codex(t, changes) if trust else None
     _show(t, changes, as_json)
     missing = inst.missing_launcher(fast=not in_process)
     for note in notes + ([missing] if missing else []):
         click.echo(f"warning: {note}", err=True)
     if not as_json:
-        for step in inst.next_steps(agent, scope):
+        if trusted is not None:
+            click.echo(trusted)
+        for step in inst.next_steps(agent, scope, trusted=trust):
             click.echo(step)
+
+
+def _trust_codex(t: inst.Target, changes: list[inst.Change]) -> str:
+    """Store the trust of gitwal's entries of ``t`` in Codex's config.toml (a change
+    named "config.toml hook trust"); one line for people."""
+    from ..agents import codex_trust
+
+    entries = codex_trust.hook_entries(t.path, inst.load(t.path))
+    changed = codex_trust.trust(entries)
+    ours = sum(e.ours for e in entries)
+    where = codex_trust.config_path()
+    changes.append(inst.Change(f"{where.name} hook trust", "updated" if changed else "unchanged"))
+    if not changed:
+        return f"{where}: the {ours} gitwal hook(s) of {t.path} were already trusted"
+    return f"{where}: trusted {len(changed)} of the {ours} gitwal hook(s) of {t.path}"
 
 
 @click.command("uninstall")

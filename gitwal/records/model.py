@@ -208,9 +208,12 @@ def unpredicted(intent: Intent) -> bool:
 
 
 # What an agent exports to the commands its shell tool runs: a process that
-# sees it runs inside one of that agent's tool calls. (Codex exports nothing
-# of the kind.)
-AGENT_ENV = (("CLAUDECODE", "claude-code"), ("GEMINI_CLI", "gemini-cli"))
+# sees it runs inside one of that agent's tool calls. Codex (0.169.0) exports
+# the call's id (CODEX_TOOL_CALL_ID, its hooks' tool_use_id) and its thread
+# and session ids; its hook commands get none of them.
+AGENT_ENV = (("CLAUDECODE", "claude-code"), ("GEMINI_CLI", "gemini-cli"),
+             ("CODEX_TOOL_CALL_ID", "codex"), ("CODEX_THREAD_ID", "codex"),
+             ("CODEX_SESSION_ID", "codex"))
 
 
 def calling_agent(env: Mapping[str, str]) -> str | None:

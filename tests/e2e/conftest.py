@@ -1,5 +1,5 @@
-"""Fixtures for the end-to-end tests: the pinned ``claude`` binary (installed
-on first use; the tests skip, saying why, where it cannot be had)."""
+"""Fixtures for the end-to-end tests: the pinned ``claude`` and ``codex`` binaries
+(installed on first use; the tests skip, saying why, where they cannot be had)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from .claude import private_runtime_dir
-from .pinned import CLAUDE, Pin, find
+from .pinned import CLAUDE, CODEX, Pin, find
 
 
 def pinned_bin(pin: Pin) -> Path:
@@ -26,6 +26,11 @@ def pinned_bin(pin: Pin) -> Path:
 @pytest.fixture(scope="session")
 def claude_bin() -> Path:
     return pinned_bin(CLAUDE)
+
+
+@pytest.fixture(scope="session")
+def codex_bin() -> Path:
+    return pinned_bin(CODEX)
 
 
 @pytest.fixture(autouse=True)
