@@ -57,3 +57,10 @@ class InDoubt(WalError):
     """Recovery cannot decide without a person: something is in doubt."""
 
     exit_code = EXIT_IN_DOUBT
+
+
+class NeedsApproval(WalError):
+    """An irreversible step is logged and waits for a person's approval
+    (`git wal approve LSN`); nothing of it has run."""
+
+    exit_code = EXIT_IN_DOUBT

@@ -16,6 +16,8 @@ from .redo import quote, redo_command
 if TYPE_CHECKING:
     from .report import Outcome, Report
 
+AWAITING_APPROVAL = "awaiting-approval"  # report.AWAITING_APPROVAL (not imported: load cost)
+
 
 def text(value: object) -> str:
     """A string from the log as prompt text: one line, no control characters."""
@@ -115,7 +117,7 @@ def render(report: Report) -> str:
     for o in report.outcomes:
         lines.append(f"LSN {o.lsn} ({describe(o.tool, o.args, o.target)}) was intended, "
                      f"not committed. Found: {text(o.detail)}.")
-        if o.open:
+        if o.open and o.outcome != AWAITING_APPROVAL:
             lines.append("  Changed paths: " + _paths(o.changed[:20])
                          + (f" and {len(o.changed) - 20} more" if len(o.changed) > 20 else ""))
         elif o.outcome == "superseded":
@@ -146,7 +148,16 @@ def render(report: Report) -> str:
                   "open intent above and repairs the tree.")
     elif report.in_doubt:
         o = next(o for o in report.outcomes if o.open)
-        if agent_tool(o.args) is not None:
+        if o.outcome == AWAITING_APPROVAL and "approved by" not in o.detail:
+            action = (f"Action: LSN {o.lsn} ({describe(o.tool, o.args, o.target)}) is "
+                      "irreversible and waits for a person's approval: ask the user to run "
+                      f"`git wal approve {o.lsn}` (or `git wal resolve {o.lsn} --not-applied` "
+                      "to drop it); do not run it any other way.")
+        elif o.outcome == AWAITING_APPROVAL:
+            action = (f"Action: LSN {o.lsn} is approved and has not run: run it once, with "
+                      f"`git wal recover --run {report.run} --redo` (or the same command "
+                      "again); do not run it any other way.")
+        elif agent_tool(o.args) is not None:
             action = _decide_agent(report, o)
         else:
             action = (f"Action: decide LSN {o.lsn} before anything else. Inspect the changed "

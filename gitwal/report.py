@@ -16,6 +16,7 @@ NOT_APPLIED = "not-applied"
 TORN = "torn"
 IN_DOUBT = "in-doubt"
 SUPERSEDED = "superseded"  # a target now holds another run's committed change
+AWAITING_APPROVAL = "awaiting-approval"  # an irreversible step no person approved yet
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ Invariants (docs/recovery.md relies on them):
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -24,7 +25,7 @@ from .effects import (
     run_check,
     run_command,
 )
-from .errors import RunBusy, StepFailed, ToolRefused
+from .errors import NeedsApproval, RunBusy, StepFailed, ToolRefused
 from .ids import ABSENT, CommitId, Lsn, RunId, TreeId
 from .log.authorship import attach
 from .log.store import Ref, Store
@@ -32,6 +33,7 @@ from .records.model import (
     REPLAY_SAFE,
     REPLAY_UNSAFE,
     Abort,
+    Approval,
     Commit,
     Intent,
     Record,
@@ -86,6 +88,11 @@ class Run(ToolSteps):
         if head is None:
             raise RunBusy(f"run {self.id} has no log")
         last = self.store.head_records(head)[-1]
+        if isinstance(last, Approval):
+            raise StepFailed(
+                f"run {self.id}: intent LSN {last.intent} is approved and waits to run",
+                "run the same command again (`git wal exec --irreversible -- ...`), or "
+                f"`git wal recover --run {self.id} --redo`")
         if isinstance(last, Intent):
             raise StepFailed(
                 f"run {self.id}: intent LSN {last.lsn} ({last.tool} "
@@ -229,6 +236,7 @@ class Run(ToolSteps):
         watch: Sequence[str] = (),
         timeout: float | None = None,
         confirm: str | None = None,
+        irreversible: bool = False,
     ) -> StepResult:
         """Run a command whose effect is unknown in advance, as a logged step.
 
@@ -255,6 +263,8 @@ class Run(ToolSteps):
                 args["watch"] = watched
             if confirm is not None:
                 args["confirm"] = confirm
+            if irreversible:
+                args["irreversible"] = True
             intent = attach(self.store.repo, Intent(
                 run=self.id, lsn=lsn, tool="exec", args=args,
                 target=(".",), pre=(pre_tree,), post=None, mode=(MODE_TREE,),
@@ -263,19 +273,34 @@ class Run(ToolSteps):
             ))
             head = self.store.append([intent], [Ref(pre_tree, is_tree=True)], head)
             crash_point("after-intent")
-            try:
-                with self.store.command_lock(lsn) as hold:
-                    ran = run_command(argv, self.wt, intent, hold, timeout)
-                    crash_point("after-exec")
-                    result = self._close_exec(intent, head, ran, hold, timeout)
-            except StepFailed:
-                self.store.clear_command_lock(lsn)  # closed by an abort record
-                raise
-            self.store.clear_command_lock(lsn)
-            return result
+            if irreversible:
+                raise NeedsApproval(
+                    f"LSN {lsn} exec {shlex.join(argv)}: logged as irreversible; it needs a "
+                    "person's approval before it runs (nothing has run)",
+                    f"ask the user to run `git wal approve {lsn}`, then run the same command "
+                    "again (or `git wal recover --redo`)")
+            return self.run_logged(intent, head, intent.lsn, timeout)
+
+    def run_logged(self, intent: Intent, head: CommitId, newest: Lsn,
+                   timeout: float | None = None) -> StepResult:
+        """Run the command of the open exec ``intent`` and close it; ``head``
+        and ``newest``: the log's head commit and newest LSN (the intent, or
+        the approval that follows it). The caller holds the run lock."""
+        argv = intent.args["argv"]
+        try:
+            with self.store.command_lock(intent.lsn) as hold:
+                ran = run_command(argv, self.wt, intent, hold, timeout)
+                crash_point("after-exec")
+                result = self._close_exec(intent, head, ran, hold, timeout, newest)
+        except StepFailed:
+            self.store.clear_command_lock(intent.lsn)  # closed by an abort record
+            raise
+        self.store.clear_command_lock(intent.lsn)
+        return result
 
     def _close_exec(self, intent: Intent, head: CommitId, ran: CommandResult, hold: int,
-                    timeout: float | None = None) -> StepResult:
+                    timeout: float | None = None, newest: Lsn | None = None) -> StepResult:
+        closing = Lsn((intent.lsn if newest is None else newest) + 1)
         post_tree = self.wt.snapshot(self.id, watched_paths(intent))
         problem, output = "", ""
         if not ran.ok:
@@ -293,7 +318,7 @@ class Run(ToolSteps):
             # (the command's, or a person's made meanwhile) can be brought back.
             plan, moved = restore_plan(self.wt, post_tree, changed)
             self._close(head, Abort(
-                self.id, Lsn(intent.lsn + 1), intent.lsn, problem, tuple(plan), output,
+                self.id, closing, intent.lsn, problem, tuple(plan), output,
                 saved=((".", post_tree),) if plan else (),
             ), [Ref(post_tree, is_tree=True)])
             undo = restore_tree(self.wt, pre_tree, post_tree, plan, f"r{intent.lsn}")
@@ -308,7 +333,6 @@ class Run(ToolSteps):
                 "fix the cause and run the step again",
             )
         verified = "exit 0" + (f" && check ok: {intent.check}" if intent.check else "")
-        self._close(head, Commit(
-            self.id, Lsn(intent.lsn + 1), intent.lsn, (post_tree,), verified
-        ), [Ref(post_tree, is_tree=True)])
+        self._close(head, Commit(self.id, closing, intent.lsn, (post_tree,), verified),
+                    [Ref(post_tree, is_tree=True)])
         return StepResult(intent.lsn, "exec", intent.target, "committed", (post_tree,))

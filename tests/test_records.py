@@ -463,3 +463,13 @@ def test_a_malformed_undo_is_refused(change: dict[str, Any]) -> None:
     raw = raw_of(UNDO)
     raw["args"] = raw["args"] | change
     refused(dumps(raw))
+
+
+def test_an_approval_round_trips_and_names_an_earlier_intent() -> None:
+    from gitwal.records.model import Approval
+
+    rec = Approval(RUN, Lsn(3), Lsn(2), "Ada <ada@example.org>", "reviewed")
+    assert decode(encode(rec), WHERE) == rec
+    assert "note" not in to_dict(dataclasses.replace(rec, note=""))
+    for change in ({"intent": 3}, {"approved_by": ""}, {"note": ""}):
+        refused(dumps(to_dict(rec) | change))

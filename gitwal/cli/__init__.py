@@ -255,6 +255,7 @@ class WalGroup(LazyGroup):
 COMMANDS = {
     "agent-server": ".agents:agent_server",
     "apply": ".steps:apply",
+    "approve": ".recover:approve",
     "begin": ".steps:begin",
     "checkpoint": ".checkpoints:checkpoint_",
     "completion": ".completion:completion",

@@ -62,6 +62,10 @@ EXAMPLES: dict[str, str] = {
         ("take back the newest undo",
          "git wal redo"),
     ),
+    "approve": _examples(
+        ("let the waiting push run (it runs when the same command is given again)",
+         'git wal approve 9 --note "release 1.2 reviewed"'),
+    ),
     "resolve": _examples(
         ("a step in doubt did happen: keep the tree as it is and close it",
          'git wal resolve 12 --applied --note "the migration ran; checked the table"'),

@@ -1,4 +1,4 @@
-"""`git wal recover`, `git wal resolve` and `git wal prompt`."""
+"""`git wal recover`, `resolve`, `approve` and `prompt`: deciding what is open."""
 
 from __future__ import annotations
 
@@ -63,6 +63,27 @@ def resolve(run_id: str | None, lsn: int, applied: bool, not_applied: bool, note
         "was left as found)"
     click.echo(f"LSN {done.lsn} of run {done.run}: decided {what} by {done.decided_by}, "
                f"record LSN {done.record}")
+
+
+@click.command()
+@RUN
+@click.argument("lsn", type=click.IntRange(min=1))
+@click.option("--note", default="", metavar="TEXT", help="Why: kept in the record.")
+@JSON
+@handled
+def approve(run_id: str | None, lsn: int, note: str, as_json: bool) -> None:
+    """Approve an irreversible step waiting for a person (recorded with who and why)."""
+    from ..approvals import approve as approving
+
+    run = Wal(".").run(run_id)
+    rec = approving(run, lsn, note)
+    if as_json:
+        emit_json({"run": run.id, "lsn": rec.intent, "record": rec.lsn,
+                   "approved_by": rec.approved_by, "note": rec.note})
+        return
+    click.echo(f"LSN {rec.intent} of run {run.id}: approved by {rec.approved_by} (record LSN "
+               f"{rec.lsn}); run the same command again, or `git wal recover --run {run.id} "
+               "--redo`, to run it once")
 
 
 @click.command()

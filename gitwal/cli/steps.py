@@ -144,18 +144,35 @@ def move_file(ctx: click.Context, src: str, dst: str) -> None:
 @click.option("--confirm", metavar="CMD",
               help="A probe recovery runs if a crash leaves the step in doubt: exit 0, "
                    "it happened; 1, it did not; other, still in doubt.")
+@click.option("--irreversible", is_flag=True,
+              help="Log the step, then run it only once a person approved it (`git wal "
+                   "approve LSN`; exit 3 until then); run the same command again to run it.")
+@click.option("--allow-uncheckpointed", is_flag=True,
+              help="With --irreversible: allow it although reversible steps since the "
+                   "newest checkpoint are not behind one.")
 @WAIT
 @JSON
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
 @handled
 def exec_(run_id: str | None, check: str | None, timeout: float | None, idempotent: bool,
-          step: int | None, watch: tuple[str, ...], confirm: str | None,
-          wait_timeout: float | None, as_json: bool, argv: tuple[str, ...]) -> None:
+          step: int | None, watch: tuple[str, ...], confirm: str | None, irreversible: bool,
+          allow_uncheckpointed: bool, wait_timeout: float | None, as_json: bool,
+          argv: tuple[str, ...]) -> None:
     """Run a shell command as a logged step (snapshots before and after)."""
     run = Wal(".").run(run_id, wait_timeout=wait_timeout)
     # Under --json the command's (and the check's) stdout goes to stderr: the
     # JSON document is all that stdout carries (docs/json.md, "exec").
+    if allow_uncheckpointed and not irreversible:
+        raise click.UsageError("--allow-uncheckpointed goes with --irreversible",
+                               click.get_current_context())
     with commands_to_stderr(as_json):
-        result = run.exec(list(argv), check=check, idempotent=idempotent, step=step,
-                          timeout=timeout, watch=watch, confirm=confirm)
+        if irreversible:
+            from ..approvals import exec_irreversible
+
+            result = exec_irreversible(run, list(argv), check=check, step=step, watch=watch,
+                                       timeout=timeout, confirm=confirm,
+                                       allow_uncheckpointed=allow_uncheckpointed)
+        else:
+            result = run.exec(list(argv), check=check, idempotent=idempotent, step=step,
+                              timeout=timeout, watch=watch, confirm=confirm)
     _report(run, result, step, as_json)

@@ -30,6 +30,7 @@ from ..log.store import Store
 from ..records.model import (
     EXEC_TOOL,
     Abort,
+    Approval,
     Checkpoint,
     Commit,
     Intent,
@@ -238,6 +239,10 @@ class Timeline:
         if isinstance(rec, Seal):
             text = f"sealed after LSN {rec.last} (tree {rec.tree[:12]})"
             return self._head(rec.lsn, "seal", "cyan") + text
+        if isinstance(rec, Approval):
+            text = f"approves {rec.intent} ({cut(rec.approved_by, 60)})" + (
+                f": {cut(rec.note, TEXT_WIDTH)}" if rec.note else "")
+            return self._head(rec.lsn, "approval", "cyan") + text
         raise TypeError(f"not a plain record: {type(rec).__name__}")
 
 

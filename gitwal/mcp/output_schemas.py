@@ -342,6 +342,7 @@ DEFS: dict[str, Any] = {
                                 'torn',
                                 'superseded',
                                 'in-doubt',
+                                'awaiting-approval',
                             ],
                         },
                         'action': {

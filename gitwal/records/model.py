@@ -138,7 +138,20 @@ class Seal:
     tree: str  # tree id of the working tree when the run was sealed
 
 
-Record = Plan | Intent | Commit | Abort | Checkpoint | Unlogged | Seal
+@dataclass(frozen=True, slots=True)
+class Approval:
+    """A person's approval of the open irreversible intent ``intent``
+    (`git wal approve`): the one record that may follow an open intent, which
+    stays open until the approved step has run (approvals.py)."""
+
+    run: RunId
+    lsn: Lsn
+    intent: Lsn
+    approved_by: str  # "Name <email>" (git's identity), else the login name
+    note: str = ""
+
+
+Record = Plan | Intent | Commit | Abort | Checkpoint | Unlogged | Seal | Approval
 TYPES: dict[str, type[Record]] = {
     "plan": Plan,
     "intent": Intent,
@@ -147,6 +160,7 @@ TYPES: dict[str, type[Record]] = {
     "checkpoint": Checkpoint,
     "unlogged": Unlogged,
     "seal": Seal,
+    "approval": Approval,
 }
 _NAMES = {cls: name for name, cls in TYPES.items()}
 
@@ -169,6 +183,8 @@ def summary(record: Record) -> str:
         return f"wal {record.lsn} unlogged {' '.join(record.paths)[:60]}"
     if isinstance(record, Seal):
         return f"wal {record.lsn} seal {record.last}"
+    if isinstance(record, Approval):
+        return f"wal {record.lsn} approval {record.intent}"
     return f"wal {record.lsn} abort {record.intent}: {record.reason[:60]}"
 
 

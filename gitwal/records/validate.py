@@ -18,6 +18,7 @@ from .model import (
     REPLAY_SAFE,
     REPLAY_UNSAFE,
     Abort,
+    Approval,
     Checkpoint,
     Commit,
     Intent,
@@ -95,6 +96,8 @@ def _check_intent(tool: str, args: dict[str, Any], target: tuple[str, ...],
             _paths("args.watch", args["watch"], non_empty=True)
         if "confirm" in args and not (isinstance(args["confirm"], str) and args["confirm"]):
             raise ValueError("an exec intent's args.confirm must be a non-empty command")
+        if "irreversible" in args and args["irreversible"] is not True:
+            raise ValueError("an exec intent's args.irreversible, when present, is true")
         return
     _paths("target", list(target), non_empty=True, distinct=True)
     if tool == MULTI_FILE_TOOL:
@@ -217,6 +220,16 @@ def build(cls: type[Record], body: dict[str, Any]) -> Record:
         if len(expected) != len(paths) or len(observed) != len(paths):
             raise ValueError("expected and observed must have one entry per path")
         return Unlogged(run, lsn, tuple(paths), expected, observed, req("noticed", str))
+    if cls is Approval:
+        intent, who = req("intent", int), req("approved_by", str)
+        if not 1 <= intent < lsn:
+            raise ValueError("an approval names an earlier intent")
+        if not who:
+            raise ValueError("approved_by must not be empty")
+        note = body.get("note", "")
+        if "note" in body and not (isinstance(note, str) and note):
+            raise ValueError("note, when present, must be a non-empty string")
+        return Approval(run, lsn, Lsn(intent), who, note)
     if cls is Seal:
         last, head, tree = req("last", int), req("head", str), req("tree", str)
         if last != lsn - 1:

@@ -33,7 +33,7 @@ from ..log.authorship import foreign_command, written_here
 from ..log.chain import Chain
 from ..log.store import Ref, Store, list_runs
 from ..records.codec import to_dict
-from ..records.model import Abort, Intent, Record, agent_tag
+from ..records.model import Abort, Approval, Intent, Record, agent_tag
 from ..report import APPLIED, IN_DOUBT, NOT_APPLIED, Drift, Outcome, Report
 from ..worktree.tree import Worktree
 from .files import FileDecisions
@@ -55,6 +55,7 @@ class Recovery(ExecDecisions, FileDecisions):
         self.head: CommitId | None = None
         self.next_lsn = Lsn(1)
         self.appended: list[Record] = []  # what this recovery added to the log
+        self.approved: dict[Lsn, Approval] = {}
         self._others: dict[tuple[str, str], str] | None = None
 
     def _append(self, record: Record, refs: list[Ref] | None = None) -> None:
@@ -71,6 +72,7 @@ class Recovery(ExecDecisions, FileDecisions):
         self.next_lsn = Lsn(scan.last.lsn + 1)
         plan = self.store.plan(scan.first)
         open_intents = scan.open_intents()
+        self.approved = scan.approved
         running = {i.lsn: path for i in open_intents if i.tool == "exec"
                    and (path := self.store.command_running(i.lsn)) is not None}
         if running and not dry_run:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..ids import Lsn
 from ..log.store import Ref, Store
-from ..records.model import Intent, Record
+from ..records.model import Approval, Intent, Record
 from ..report import Outcome
 from ..worktree.tree import Worktree
 
@@ -18,6 +18,7 @@ class DecisionHost:
     redo: bool
     restore: bool
     next_lsn: Lsn
+    approved: dict[Lsn, Approval]  # irreversible intents a person approved
 
     def _append(self, record: Record, refs: list[Ref] | None = None) -> None:
         raise NotImplementedError

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 from ..ids import Lsn
 from ..ledger import COMMITTED, Fold, Ledger
-from ..records.model import Abort, Checkpoint, Commit, Intent, Record, agent_tool
+from ..records.model import Abort, Approval, Checkpoint, Commit, Intent, Record, agent_tool
 from ..report import NOT_APPLIED, Decided, Done, Drift, Outcome
 from ..worktree.overwrite import found
 from ..worktree.tree import Worktree
@@ -40,6 +40,7 @@ class Scan:
         self.last_step: Intent | None = None  # the newest committed intent
         self.last_agent_step: Intent | None = None  # ... that an agent's tool call made
         self.decided: list[Decided] = []  # steps closed by a person's decision
+        self.approved: dict[Lsn, Approval] = {}  # irreversible intents a person approved
         self._newest_commit = Lsn(0)  # the newest intent a commit closed
         # Aborts an earlier recovery wrote after every committed intent: the
         # resume point must redo them (see undone()).
@@ -62,6 +63,8 @@ class Scan:
             self._restart()
         elif isinstance(rec, Intent):
             self._restores = []
+        elif isinstance(rec, Approval):
+            self.approved[rec.intent] = rec
         elif isinstance(rec, Commit):
             intent = self.fold.open.get(rec.intent)
             self._decision(rec, intent)

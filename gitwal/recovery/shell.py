@@ -11,7 +11,7 @@ from ..effects import CheckResult, run_check, run_command
 from ..ids import TreeId
 from ..log.store import Ref
 from ..records.model import REPLAY_SAFE, Abort, Commit, Intent, agent_tag
-from ..report import APPLIED, IN_DOUBT, NOT_APPLIED, Outcome
+from ..report import APPLIED, AWAITING_APPROVAL, IN_DOUBT, NOT_APPLIED, Outcome
 from ..worktree.overwrite import bring_back_tree, describe, found, restore_plan, restore_tree
 from ..worktree.snapshot import tree_state, watched_paths
 from .host import DecisionHost
@@ -60,6 +60,9 @@ class ExecDecisions(DecisionHost):
                 f"in doubt: its pre tree {pre_tree[:12]} is not in the object database "
                 "(pruned, or the log names an object it never stored); nothing was restored",
                 (), True)
+        if (intent.args.get("irreversible") is True
+                and not self.store.command_started(intent.lsn)):
+            return self._waiting(intent, pre_tree, dry_run)
         now = self.wt.snapshot(self.store.run, watched_paths(intent))
         if now != pre_tree:
             return self._exec_changed(intent, pre_tree, now, dry_run)
@@ -139,6 +142,25 @@ class ExecDecisions(DecisionHost):
         return self._outcome(intent, NOT_APPLIED if denied else IN_DOUBT, "restored", detail,
                              changed, saved=saved)
 
+    def _waiting(self, intent: Intent, pre_tree: TreeId, dry_run: bool) -> Outcome:
+        """An irreversible step whose command never started: it waits for a
+        person's approval, and keeps waiting across crashes (approvals.py);
+        approved, ``--redo`` runs it, once."""
+        # "left-open" even when only looking: recovery has nothing to decide here.
+        approval = self.approved.get(intent.lsn)
+        if approval is None:
+            return self._outcome(
+                intent, AWAITING_APPROVAL, "left-open",
+                "irreversible: waits for a person's approval (`git wal approve "
+                f"{intent.lsn}`); nothing of it has run", (), True)
+        by = f"approved by {approval.approved_by} (LSN {approval.lsn})"
+        if self.redo and not dry_run:
+            return self._redo_exec(intent, pre_tree, AWAITING_APPROVAL, f"{by}; run now")
+        return self._outcome(
+            intent, AWAITING_APPROVAL, "left-open",
+            f"irreversible, {by}; not run yet: run the same command again, or `git wal "
+            "recover --redo`", (), True)
+
     def _probe(self, intent: Intent) -> CheckResult | None:
         """Run the step's confirm probe (None: it has none, or its command still
         runs). Only a probe this clone wrote runs (effects.run_check)."""
@@ -157,7 +179,8 @@ class ExecDecisions(DecisionHost):
                              f"{detail}; its confirm probe exited 0: it happened, committed "
                              "as found")
 
-    def _redo_exec(self, intent: Intent, pre_tree: TreeId, outcome: str) -> Outcome:
+    def _redo_exec(self, intent: Intent, pre_tree: TreeId, outcome: str,
+                   note: str = "") -> Outcome:
         with self.store.command_lock(intent.lsn) as hold:
             ran = run_command(intent.args["argv"], self.wt, intent, hold)
             post = self.wt.snapshot(self.store.run, watched_paths(intent))
@@ -171,7 +194,7 @@ class ExecDecisions(DecisionHost):
             self._append(Commit(self.store.run, self.next_lsn, intent.lsn, (post,),
                                 "exit 0 (redone by recovery)", True),
                          [Ref(post, is_tree=True)])
-            return self._outcome(intent, outcome, "redone", f"{outcome}; redone")
+            return self._outcome(intent, outcome, "redone", f"{note or outcome}; redone")
         changed = self.wt.changed_paths(pre_tree, post)
         plan, _moved = restore_plan(self.wt, post, changed)
         self._append(Abort(self.store.run, self.next_lsn, intent.lsn,

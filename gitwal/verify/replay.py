@@ -28,6 +28,7 @@ from ..records.model import (
     REPLAY_SAFE,
     REPLAY_UNSAFE,
     Abort,
+    Approval,
     Checkpoint,
     Commit,
     Intent,
@@ -74,6 +75,7 @@ def closing_failures(run: str, history: list[Entry]) -> list[Failure]:
     out: list[Failure] = []
     by_lsn = {e.record.lsn: e.record for e in history}
     closed: dict[int, int] = {}
+    approved: dict[int, int] = {}  # intent -> its approval
     open_: Intent | None = None
 
     def fail(reason: str, lsn: int) -> None:
@@ -90,6 +92,15 @@ def closing_failures(run: str, history: list[Entry]) -> list[Failure]:
             open_ = r
         elif isinstance(r, Checkpoint) and open_ is not None:
             fail(f"checkpoint written while intent LSN {open_.lsn} is open", r.lsn)
+        elif isinstance(r, Approval):
+            # The one record that may follow an open intent: an approval of it.
+            if open_ is None or open_.lsn != r.intent or open_.args.get("irreversible") is not True:
+                fail(f"approval of LSN {r.intent}, which is not the open irreversible intent",
+                     r.lsn)
+            elif r.intent in approved:
+                fail(f"intent LSN {r.intent} approved twice (LSN {approved[r.intent]})", r.lsn)
+            else:
+                approved[r.intent] = r.lsn
         elif isinstance(r, (Commit, Abort)):
             kind = type_name(r)
             target = by_lsn.get(r.intent)
@@ -106,7 +117,8 @@ def closing_failures(run: str, history: list[Entry]) -> list[Failure]:
                 closed[r.intent] = r.lsn
                 if open_ is not None and open_.lsn == r.intent:
                     open_ = None
-    if open_ is not None and history and history[-1].record.lsn != open_.lsn:
+    trailing = [e.record for e in history if e.record.lsn > (open_.lsn if open_ else 0)]
+    if open_ is not None and not all(isinstance(r, Approval) for r in trailing):
         fail(f"intent LSN {open_.lsn} ({open_.tool} {' '.join(open_.target)}) is never "
              "closed, yet records follow it (an open intent must be the newest record)",
              open_.lsn)
