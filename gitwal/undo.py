@@ -27,7 +27,7 @@ import pygit2
 
 from .errors import ToolRefused, WalError
 from .ids import ABSENT, Lsn
-from .records.model import EXEC_TOOL, Abort, Checkpoint, Commit, Intent, Record
+from .records.model import EXEC_TOOL, Abort, Checkpoint, Commit, Intent, Record, agent_tag
 from .run import Run
 from .tools import post_modes
 from .worktree.overwrite import DIRECTORY, SPECIAL, bring_back, found
@@ -166,11 +166,35 @@ def diff(repo: pygit2.Repository, path: str, old: str, new: str) -> str:
     return str(patch.text or "")
 
 
+def turns(h: History) -> list[str]:
+    """The agent turns (user prompts) the run's steps answer, oldest first."""
+    seen: dict[str, None] = {}
+    for intent, _changes in h.steps.values():
+        tag = agent_tag(intent)
+        if tag is not None and isinstance(tag.get("turn"), str):
+            seen.setdefault(tag["turn"], None)
+    return list(seen)
+
+
 def select(h: History, lsns: Sequence[int] = (), to: int | None = None,
-           last: int | None = None, to_checkpoint: bool = False) -> tuple[Lsn, ...]:
+           last: int | None = None, to_checkpoint: bool = False,
+           turn: int | None = None) -> tuple[Lsn, ...]:
     """The live steps to undo: ``lsns``; those after ``to``; the newest
-    ``last``; those after the newest checkpoint; default: the newest one."""
+    ``last``; those after the newest checkpoint; those of agent turn ``turn``
+    (1: the first prompt, -1: the latest); default: the newest one."""
     live = sorted(h.live)
+    if turn is not None:
+        known = turns(h)
+        if not known or turn == 0 or abs(turn) > len(known):
+            raise WalError(f"no turn {turn}: the run's agent steps answer {len(known)} "
+                           "prompt(s)", "`git wal log` shows each agent step's turn; 1 is "
+                           "the first prompt, -1 the latest")
+        key = known[turn - 1 if turn > 0 else turn]
+        chosen = [n for n in live if (agent_tag(h.steps[n][0]) or {}).get("turn") == key]
+        if not chosen:
+            raise WalError(f"turn {turn}'s steps were undone already", "`git wal redo` "
+                           "puts them back")
+        return tuple(chosen)
     if lsns:
         wrong = [n for n in lsns if n not in h.live]
         if wrong:
@@ -293,10 +317,11 @@ def perform(run: Run, plan: Undo) -> Undo:
 
 
 def undo(run: Run, lsns: Sequence[int] = (), to: int | None = None, last: int | None = None,
-         to_checkpoint: bool = False, force: bool = False, dry_run: bool = False) -> Undo:
+         to_checkpoint: bool = False, force: bool = False, dry_run: bool = False,
+         turn: int | None = None) -> Undo:
     """Undo committed steps (default: the newest); ``dry_run``: only work it out."""
     h = History.of(run.store.repo, run.records())
-    plan = plan_undo(run, select(h, lsns, to, last, to_checkpoint), force)
+    plan = plan_undo(run, select(h, lsns, to, last, to_checkpoint, turn), force)
     return plan if dry_run else perform(run, plan)
 
 

@@ -361,7 +361,8 @@ def test_the_decoder_knows_exactly_the_tools_gitwal_has() -> None:
 
     assert set(validate.FILE_TOOLS) == set(tools.TOOLS)
     assert {n: t.path_args for n, t in tools.TOOLS.items()} == validate.PATH_ARGS
-    assert {*tools.TOOLS, "write_files", "exec"} == validate.KNOWN_TOOLS
+    assert tools.RESTORING_TOOLS == validate.RESTORING_TOOLS
+    assert {*tools.TOOLS, *tools.RESTORING_TOOLS, "write_files", "exec"} == validate.KNOWN_TOOLS
 
 
 @pytest.mark.parametrize("path", ["", "a\0b", "/abs", "a\\b", "a//b", "a/", "./a", "a/./b",

@@ -148,3 +148,40 @@ def test_undo_is_refused_inside_nothing_and_undoes_shell_modes(repo: Path) -> No
     assert not os.access(repo / "tool.sh", os.X_OK)
     ok(repo, "redo")
     assert os.access(repo / "tool.sh", os.X_OK)
+
+
+def test_undo_turn_takes_back_what_an_agent_did_for_one_prompt(repo: Path) -> None:
+    from .test_agent_payloads import claude, claude_run, claude_tool, run_hook
+
+    def write(call: str, name: str, text: str) -> None:
+        for event in ("PreToolUse", "PostToolUse"):
+            r = run_hook(repo, "claude", claude_tool(
+                repo, event, "Write", {"file_path": str(repo / name), "content": text}, call))
+            assert r.code == 0, r.err
+            if event == "PreToolUse":
+                (repo / name).write_text(text)  # the agent's own write, between its hooks
+
+    def prompt(text: str) -> None:
+        r = run_hook(repo, "claude", claude(repo, "UserPromptSubmit", prompt=text))
+        assert (r.code, r.out) == (0, ""), r.err
+
+    run = claude_run()
+    prompt("add a and b")
+    write("t1", "a.txt", "a\n")
+    write("t2", "b.txt", "b\n")
+    after_first = tree_of(repo)
+    prompt("now c, and change a")
+    write("t3", "c.txt", "c\n")
+    write("t4", "a.txt", "a, changed\n")
+    tags = [r["args"]["agent"].get("turn") for r in
+            (json.loads(x) for x in ok(repo, "log", "--run", run, "--json").splitlines())
+            if r["type"] == "intent"]
+    assert tags == ["1", "1", "2", "2"]
+    ok(repo, "undo", "--run", run, "--turn", "-1")  # the latest prompt's steps
+    assert tree_of(repo) == after_first
+    ok(repo, "redo", "--run", run)
+    assert (repo / "c.txt").read_text() == "c\n" and (repo / "a.txt").read_text() == \
+        "a, changed\n"
+    nope = wal(repo, "undo", "--run", run, "--turn", "3")
+    assert nope.returncode == 1 and "no turn 3: the run's agent steps answer 2 prompt(s)" \
+        in nope.stderr

@@ -20,11 +20,14 @@ class Call:
     tool: str  # the agent's tool name: "Edit", "Bash", "apply_patch", ...
     call_id: str  # the agent's id of the call (Claude: tool_use_id)
     thread: str | None = None  # subagent id; calls of one thread run one at a time
+    turn: str | None = None  # the user prompt it answers (agents/turns.py)
 
     def tag(self) -> dict[str, str]:
         out = {"name": self.agent, "tool": self.tool, "call": self.call_id}
         if self.thread:
             out["thread"] = self.thread
+        if self.turn:
+            out["turn"] = self.turn
         return out
 
     def who(self, event: str) -> str:

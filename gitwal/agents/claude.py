@@ -31,6 +31,7 @@ from .engine import (
     SessionStart,
     ShellStep,
     TurnEnd,
+    TurnStart,
 )
 
 AGENT = "claude-code"
@@ -58,6 +59,7 @@ EVENTS: dict[str, str | None] = {
     "PostToolUse": f"{_FILES}|{_SHELLS}",
     "PostToolUseFailure": f"{_FILES}|{_SHELLS}",
     "SessionStart": None,
+    "UserPromptSubmit": None,
     "PreCompact": None,
     "Stop": None,
 }
@@ -111,6 +113,8 @@ def action(event: str, payload: Mapping[str, Any]) -> Action:
         return PreCompact(str(payload.get("trigger") or "manual"))
     if event in ("Stop", "SubagentStop"):
         return TurnEnd()
+    if event == "UserPromptSubmit":
+        return TurnStart()
     return Ignore(f"event {event!r} is not handled")
 
 

@@ -32,8 +32,10 @@ def call_of(agent: str, payload: Mapping[str, Any], threads: bool = True) -> Cal
     """The call a tool payload of ``agent`` stands for. ``threads``: the payload's
     ``agent_id`` (a subagent) names the call's thread; else there is one thread."""
     thread = payload.get("agent_id") if threads else None
+    turn = payload.get("turn_id")  # Codex names the turn; others start one (turns.py)
     return Call(agent, str(payload.get("tool_name") or ""), call_id(payload),
-                thread if isinstance(thread, str) else None)
+                thread if isinstance(thread, str) else None,
+                turn if isinstance(turn, str) and turn else None)
 
 
 def render(event: str, reply: Reply) -> tuple[int, str, str]:

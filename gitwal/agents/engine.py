@@ -22,7 +22,7 @@ import hashlib
 import os
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pygit2
@@ -34,6 +34,7 @@ from ..records.model import Checkpoint, Commit, Intent, Record, Unlogged, agent_
 from ..repository import wal_dir
 from ..run import Run
 from ..wal import Wal
+from . import turns
 from .call import Call, Outcome
 from .context import resume_context
 from .external import External
@@ -96,11 +97,17 @@ class TurnEnd:
 
 
 @dataclass(frozen=True)
+class TurnStart:
+    """The user submitted a prompt (Claude Code UserPromptSubmit): a new turn."""
+
+
+@dataclass(frozen=True)
 class Ignore:
     why: str = ""
 
 
-Action = FileStep | ShellStep | Close | SessionStart | PreCompact | TurnEnd | Ignore
+Action = (FileStep | ShellStep | Close | SessionStart | PreCompact | TurnStart | TurnEnd
+          | Ignore)
 
 
 @dataclass(frozen=True)
@@ -289,6 +296,13 @@ def _perform(session: Session, action: Action, event: str) -> Reply:
         return Reply()
     if isinstance(action, SessionStart):
         return _session_start(session, action)
+    if isinstance(action, TurnStart):
+        turns.start(session.wal.repo, session.run_id)
+        return Reply()
+    if isinstance(action, (FileStep, ShellStep)) and action.call.turn is None:
+        # The turn the agent's payload does not name: the one its last prompt began.
+        turn = turns.current(session.wal.repo, session.run_id)
+        action = replace(action, call=replace(action.call, turn=turn))
     if isinstance(action, FileStep):
         rel = [session.tree_path(p) for p in action.paths]
         if any(r is None for r in rel):

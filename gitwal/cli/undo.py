@@ -45,20 +45,24 @@ def _report(wal: Wal, done: Undo, run: str, dry_run: bool, as_json: bool) -> Non
 @click.option("--last", type=click.IntRange(min=1), metavar="N", help="Undo the newest N steps.")
 @click.option("--to-checkpoint", is_flag=True,
               help="Undo every step after the newest checkpoint.")
+@click.option("--turn", type=int, metavar="N",
+              help="Undo what an agent did for its Nth prompt (1: the first, -1: the latest).")
 @FORCE
 @DRY_RUN
 @JSON
 @handled
 def undo_(run_id: str | None, lsns: tuple[int, ...], to: int | None, last: int | None,
-          to_checkpoint: bool, force: bool, dry_run: bool, as_json: bool) -> None:
+          to_checkpoint: bool, turn: int | None, force: bool, dry_run: bool,
+          as_json: bool) -> None:
     """Undo committed steps (default: the newest), file and shell steps alike; logged."""
-    chosen = sum(bool(x) for x in (lsns, to is not None, last, to_checkpoint))
+    chosen = sum(bool(x) for x in (lsns, to is not None, last, to_checkpoint,
+                                   turn is not None))
     if chosen > 1:
-        raise click.UsageError("name LSNs, or one of --to, --last, --to-checkpoint",
+        raise click.UsageError("name LSNs, or one of --to, --last, --to-checkpoint, --turn",
                                click.get_current_context())
     wal = Wal(".")
     run = wal.run(run_id)
-    done = undo(run, lsns, to, last, to_checkpoint, force, dry_run)
+    done = undo(run, lsns, to, last, to_checkpoint, force, dry_run, turn)
     _report(wal, done, run.id, dry_run, as_json)
 
 
