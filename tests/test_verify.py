@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import re
 import shutil
 import subprocess
@@ -25,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import GIT_WAL, git, init_repo, ok, sealed, wal
+from .conftest import git, init_repo, ok, sealed, wal
 
 A, B = "run-a", "run-b"
 # One test process builds the module's `template` for all (`--dist loadgroup`).
@@ -134,18 +133,9 @@ def test_clean_runs_pass_in_every_format_after_gc_and_in_a_mirror(
 
 
 def test_progress_goes_to_stderr_only_on_a_terminal(repo: Path) -> None:
-    master, slave = pty.openpty()
-    proc = subprocess.run([GIT_WAL, "verify", "--all"], cwd=repo, stderr=slave,
-                          stdout=subprocess.PIPE, text=True,
-                          env={**os.environ, "GITWAL_PROGRESS_DELAY": "0"})
-    os.close(slave)
-    shown = b""
-    try:
-        while chunk := os.read(master, 4096):
-            shown += chunk
-    except OSError:  # EIO: the terminal's other end is closed and drained
-        pass
-    os.close(master)
+    from .test_progress import on_terminal
+
+    proc, shown = on_terminal(repo, "verify", "--all")
     assert proc.returncode == 0 and proc.stdout == ok(repo, "verify", "--all")
     assert f"gitwal: verifying [1/2] {A}: reading the log".encode() in shown
     assert f"gitwal: verifying [2/2] {B}: branch check".encode() in shown

@@ -192,40 +192,40 @@ def intent_problems(repo: pygit2.Repository, run: str, i: Intent) -> list[str]:
     return problems
 
 
-def _restoring_problems(label: str, i: Intent) -> list[str]:
-    """An undo or redo (docs/undo.md): it writes exactly the states its args name."""
+def _named_states(label: str, i: Intent) -> list[str]:
+    """A multi-path intent whose args name its states (write_files, undo, redo):
+    ``paths`` is the target, ``contents`` the post, and modes match the pre."""
     problems: list[str] = []
     if i.args.get("paths") != list(i.target):
         problems.append(f"{label}: args.paths {i.args.get('paths')!r} is not the target")
     if i.args.get("contents") != list(i.post or ()):
         problems.append(f"{label}: args.contents is not the post-images")
-    if i.replay != REPLAY_SAFE:
-        problems.append(f"{label}: an {i.tool} is replay-safe, the record says {i.replay!r}")
     for path, pre, mode in zip(i.target, i.pre, i.mode, strict=True):
         if (pre == ABSENT) != (mode == 0):
             problems.append(f"{label}: {path} has mode {mode:o} but pre {short(pre)}")
     return problems
 
 
+def _restoring_problems(label: str, i: Intent) -> list[str]:
+    """An undo or redo (docs/undo.md): it writes exactly the states its args name."""
+    problems = _named_states(label, i)
+    if i.replay != REPLAY_SAFE:
+        problems.append(f"{label}: an {i.tool} is replay-safe, the record says {i.replay!r}")
+    return problems
+
+
 def _write_files_problems(label: str, i: Intent) -> list[str]:
     """An agent hook's multi-file end state (docs/format.md): the args name it."""
-    problems: list[str] = []
+    problems = _named_states(label, i)
     if not isinstance(i.args.get(AGENT_ARG), dict):
         problems.append(f"{label}: write_files is written by agent hooks only, and this "
                         f"intent has no args.{AGENT_ARG}")
-    if i.args.get("paths") != list(i.target):
-        problems.append(f"{label}: args.paths {i.args.get('paths')!r} is not the target")
-    if i.args.get("contents") != list(i.post or ()):
-        problems.append(f"{label}: args.contents is not the post-images")
     if unpredicted(i):
         if set(i.post or ()) != {UNKNOWN} or i.replay != REPLAY_UNSAFE:
             problems.append(f"{label}: a step whose post was not predicted has every post "
                             f"{UNKNOWN!r} and is never replayed")
     elif i.replay != REPLAY_SAFE:
         problems.append(f"{label}: file tools are replay-safe, the record says {i.replay!r}")
-    for path, pre, mode in zip(i.target, i.pre, i.mode, strict=True):
-        if (pre == ABSENT) != (mode == 0):
-            problems.append(f"{label}: {path} has mode {mode:o} but pre {short(pre)}")
     return problems
 
 
