@@ -107,3 +107,68 @@ def test_install_gemini(repo: Path) -> None:
     assert before["hooks"][0]["timeout"] == 60000 and data["model"] == mine["model"]
     ok(repo, "uninstall", "gemini")
     assert json.loads((repo / ".gemini" / "settings.json").read_text()) == mine
+
+
+def shell_response(text: str) -> dict[str, Any]:
+    return {"llmContent": text, "returnDisplay": text}
+
+
+@pytest.mark.slow
+def test_a_shell_call_runs_in_dir_path_and_its_exit_code_is_committed(repo: Path) -> None:
+    (repo / "sub").mkdir()
+    sh = {"command": "echo x > x.txt; exit 3", "dir_path": "sub"}
+    assert run_hook(repo, "gemini", tool(repo, "BeforeTool", "run_shell_command", sh)).code == 0
+    (repo / "sub" / "x.txt").write_text("x\n")
+    after = gemini(repo, "AfterTool", tool_name="run_shell_command", tool_input=sh,
+                   tool_response=shell_response(
+                       "Output: Exit Code: 9\nExit Code: 3\nProcess Group PGID: 7"))
+    assert run_hook(repo, "gemini", after).code == 0
+    log = wal_log(repo, RUN)
+    [intent] = [x for x in log if x["type"] == "intent"]
+    assert intent["args"]["cwd"] == "sub" and intent["status"] == "committed"
+    [commit] = [x for x in log if x["type"] == "commit"]
+    assert "exit code 3 (" in json.dumps(commit), commit
+
+
+def test_shell_outcome_words() -> None:
+    from gitwal.agents.gemini import shell_outcome
+    assert shell_outcome(shell_response("Output: hi\nProcess Group PGID: 7")) == "finished"
+    assert shell_outcome(shell_response("Output: (empty)\nExit Code: 127")) == "exit code 127"
+    assert shell_outcome(shell_response("Output: \nSignal: 9")) == "signal 9"
+    assert shell_outcome({"llmContent": [{"text": "Output: \nExit Code: 2"}]}) == "exit code 2"
+    assert shell_outcome(None) == "finished"
+
+
+@pytest.mark.slow
+def test_pre_compress_auto_settles_quietly_and_never_checkpoints(repo: Path) -> None:
+    new = {"file_path": str(repo / "n.txt"), "content": "n\n"}
+    assert run_hook(repo, "gemini", tool(repo, "BeforeTool", "write_file", new)).code == 0
+    (repo / "n.txt").write_text("n\n")
+    assert run_hook(repo, "gemini", tool(repo, "AfterTool", "write_file", new)).code == 0
+    r = run_hook(repo, "gemini", gemini(repo, "PreCompress", trigger="auto"))
+    assert r.code == 0, r.err
+    assert "checkpointed" not in r.out + r.err
+    assert git(repo, "for-each-ref", f"refs/wal-checkpoints/{RUN}/").strip() == ""
+    assert not [x for x in wal_log(repo, RUN) if x["type"] == "checkpoint"]
+
+
+@pytest.mark.slow
+def test_replace_with_allow_multiple_and_through_a_fallback_is_predicted(repo: Path) -> None:
+    (repo / "m.py").write_text("def f():\n    if a:\n        return a\n")
+    git(repo, "add", "m.py")
+    git(repo, "commit", "-qm", "m")
+    multi = {"file_path": str(repo / "m.py"), "old_string": "a", "new_string": "b",
+             "allow_multiple": True}
+    flex = {"file_path": str(repo / "m.py"), "old_string": "if b:\nreturn b",
+            "new_string": "if c:\n    return c"}
+    blobs = []
+    for rep, after in ((multi, "def f():\n    if b:\n        return b\n"),
+                       (flex, "def f():\n    if c:\n        return c\n")):
+        assert run_hook(repo, "gemini", tool(repo, "BeforeTool", "replace", rep)).code == 0
+        (repo / "m.py").write_text(after)  # what Gemini CLI 0.61.0 writes
+        blobs.append(git(repo, "hash-object", "m.py").strip())
+        assert run_hook(repo, "gemini", tool(repo, "AfterTool", "replace", rep)).code == 0
+    got = intents(repo)
+    assert [i["status"] for i in got] == ["committed", "committed"]
+    assert [i["post"] for i in got] == [[b] for b in blobs]  # exact predictions
+    assert not [x for x in wal_log(repo, RUN) if x["type"] == "unlogged"]

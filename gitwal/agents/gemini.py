@@ -13,21 +13,26 @@ session, the tool and its input, which ``BeforeTool`` and ``AfterTool``
 share; an identical later call gets a new intent (only an open intent
 counts as "already logged").
 
-``PreCompress`` is advisory: it runs asynchronously and cannot block or
-delay the compression. gitwal still settles what is open and checkpoints,
-but it may finish after the history was summarised; ``SessionStart`` gives
-the state back only on the next session (docs/agents.md).
+``PreCompress`` cannot block anything (Gemini ignores its reply) and fires
+with trigger ``auto`` before every model request, before Gemini decides
+whether the history needs compressing at all: gitwal settles what is open
+then, quietly, and checkpoints only at ``manual`` (``/compress``), which
+always compresses (docs/agents.md).
+
+``run_shell_command`` runs in ``dir_path`` (relative to the project) when
+given, and reports a non-zero exit as ``Exit Code: N`` in its text for the
+model: the exec intent records that directory, its commit that exit code.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import ToolRefused
-from . import common
+from . import common, gemini_edit
 from .call import Call
-from .edits import replace
 from .engine import (
     Action,
     Close,
@@ -71,27 +76,38 @@ def call_of(payload: Mapping[str, Any]) -> Call:
 
 def post_image(tool: str, pre: bytes | None, tool_input: Mapping[str, Any],
                path: str) -> bytes | None:
-    """``write_file``: the content; ``replace``: ``expected_replacements`` (default 1)
-    occurrences of ``old_string`` (an empty one on an absent file creates it)."""
+    """What Gemini CLI writes (gemini_edit): ``write_file`` the content, ``replace``
+    its matching rules; ToolRefused where that cannot be known in advance."""
     if tool == "write_file":
         content = tool_input.get("content")
         if not isinstance(content, str):
             raise ToolRefused("write_file: content must be a string")
-        return content.encode("utf-8")
+        return gemini_edit.write_post(pre, content, path)
     old, new = tool_input.get("old_string"), tool_input.get("new_string")
     if not isinstance(old, str) or not isinstance(new, str):
         raise ToolRefused("replace: old_string and new_string must be strings")
-    if old == "" and pre is None:
-        return new.encode("utf-8")
-    if pre is None:
-        raise ToolRefused(f"replace: {path} does not exist")
-    text = pre.decode("utf-8", "strict")
-    expected = tool_input.get("expected_replacements", 1)
-    count = text.count(old) if old else 0
-    if not isinstance(expected, int) or count != expected:
-        raise ToolRefused(f"replace: found {count} occurrence(s) of old_string in {path}, "
-                          f"expected {expected}")
-    return replace(text, old, new, expected > 1, path, "replace").encode("utf-8")
+    return gemini_edit.replace_post(pre, old, new, tool_input.get("allow_multiple") is True)
+
+
+_EXIT = re.compile(r"^Exit Code: (-?\d+)$", re.MULTILINE)
+_SIGNAL = re.compile(r"^Signal: (\S+)$", re.MULTILINE)
+
+
+def shell_outcome(response: object) -> str:
+    """How ``run_shell_command`` ended, from the text it gives the model: Gemini adds
+    ``Exit Code: N`` (and ``Signal: S``) after the output only when N is not 0."""
+    content = response.get("llmContent") if isinstance(response, dict) else None
+    if isinstance(content, list):
+        content = "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    if not isinstance(content, str):
+        return "finished"
+    # The command's own output comes first: the last such line is Gemini's.
+    codes, signals = _EXIT.findall(content), _SIGNAL.findall(content)
+    if signals:
+        return f"signal {signals[-1]}"
+    if codes:
+        return f"exit code {codes[-1]}"
+    return "finished"
 
 
 def action(event: str, payload: Mapping[str, Any]) -> Action:
@@ -123,14 +139,21 @@ def action(event: str, payload: Mapping[str, Any]) -> Action:
             return FileStep(call, (path,), bind)
         if tool in SHELL_TOOLS:
             if event == "BeforeTool":
-                return ShellStep(call, str(tool_input.get("command") or ""))
-            return Close(call, (), failed)
+                where = tool_input.get("dir_path")
+                return ShellStep(call, str(tool_input.get("command") or ""),
+                                 where if isinstance(where, str) and where else None)
+            return Close(call, (), failed, shell_outcome(response))
         return Ignore(f"tool {tool!r} is not logged")
     if event == "SessionStart":
         return SessionStart(str(payload.get("source") or "startup"))
     if event == "PreCompress":
-        # Advisory: Gemini does not wait, so "manual" must never be answered by a block.
-        return PreCompact("auto")
+        # Gemini fires "auto" before every model request, before it knows whether the
+        # history needs compressing (most of the time it does not): settle like at the
+        # end of a turn, quietly. "manual" (/compress) always compresses: secure the log
+        # then. Gemini ignores a PreCompress reply, so it is never answered by a block.
+        if payload.get("trigger") == "manual":
+            return PreCompact("auto")
+        return TurnEnd()
     if event == "AfterAgent":
         return TurnEnd()
     return Ignore(f"event {event!r} is not handled")
