@@ -1,0 +1,259 @@
+"""A scripted stand-in for the Gemini API (generativelanguage), on 127.0.0.1.
+
+Gemini CLI talks to whatever ``GOOGLE_GEMINI_BASE_URL`` names. This server
+answers ``POST /v1beta/models/MODEL:streamGenerateContent?alt=sse`` with
+server-sent events of ``GenerateContentResponse`` chunks, as the real API
+does, ``:generateContent`` with one such response and ``:countTokens`` with a
+rough count. The "model" is a Python callable: it sees each request that
+offers tools (a turn of the agent loop) and returns the parts of its reply
+(text and function calls). Requests without tools are Gemini's side requests
+(next-speaker checks, summaries, routing): they get ``side(request)`` as text.
+
+Every request is recorded in order; ``notify`` names a file that gets one line
+per request as it arrives, so a test can wait on it (a pipe or a file, never a
+sleep). Standard library only; the server runs in a daemon thread.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Text:
+    text: str
+
+
+@dataclass(frozen=True)
+class Call:
+    """A function call of the model's reply."""
+
+    name: str
+    args: Mapping[str, Any]
+
+
+Part = Text | Call
+
+
+@dataclass(frozen=True)
+class Request:
+    seq: int
+    path: str
+    body: Any
+
+    @property
+    def model(self) -> str:
+        return self.path.split("/models/")[-1].split(":")[0] if "/models/" in self.path else ""
+
+    @property
+    def method(self) -> str:
+        return self.path.split("?")[0].rsplit(":", 1)[-1]
+
+    @property
+    def is_main(self) -> bool:
+        """A turn of the agent loop: a content request that offers tools."""
+        return (self.method in ("streamGenerateContent", "generateContent")
+                and isinstance(self.body, dict) and bool(self.body.get("tools")))
+
+    @property
+    def contents(self) -> list[dict[str, Any]]:
+        if not isinstance(self.body, dict):
+            return []
+        return [c for c in self.body.get("contents", []) if isinstance(c, dict)]
+
+    def parts(self, role: str | None = None) -> list[dict[str, Any]]:
+        return [p for c in self.contents if role is None or c.get("role") == role
+                for p in c.get("parts", []) if isinstance(p, dict)]
+
+    def user_texts(self) -> list[str]:
+        return [str(p["text"]) for p in self.parts("user") if isinstance(p.get("text"), str)]
+
+    def function_responses(self) -> list[dict[str, Any]]:
+        return [p["functionResponse"] for p in self.parts()
+                if isinstance(p.get("functionResponse"), dict)]
+
+    def all_text(self) -> str:
+        system = self.body.get("systemInstruction") if isinstance(self.body, dict) else None
+        texts = [json.dumps(system)] if system else []
+        texts += [str(p.get("text", "")) for p in self.parts()]
+        texts += [json.dumps(r) for r in self.function_responses()]
+        return "\n".join(texts)
+
+
+Script = Callable[[Request], Sequence[Part]]
+SideScript = Callable[[Request], str]
+
+
+def _default_side(_req: Request) -> str:
+    # The next-speaker check asks for JSON; "user" ends the turn.
+    return json.dumps({"reasoning": "The model answered.", "next_speaker": "user"})
+
+
+def _response(parts: list[dict[str, Any]], model: str, finish: str | None) -> dict[str, Any]:
+    cand: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+    if finish:
+        cand["finishReason"] = finish
+    return {"candidates": [cand], "modelVersion": model,
+            "usageMetadata": {"promptTokenCount": 100, "candidatesTokenCount": 10,
+                              "totalTokenCount": 110}}
+
+
+@dataclass
+class _State:
+    script: Script
+    side: SideScript
+    notify: Path | None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    changed: threading.Condition = field(default_factory=threading.Condition)
+    requests: list[Request] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _send(self, status: int, body: bytes, ctype: str = "application/json") -> None:
+        self.send_response(status)
+        self.send_header("content-type", ctype)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _error(self, status: int, message: str) -> None:
+        self._send(status, json.dumps({"error": {"code": status, "message": message,
+                                                 "status": "INVALID_ARGUMENT"}}).encode())
+
+    def do_GET(self) -> None:
+        self._record(None)
+        self._error(404, f"{self.path}: not served by the scripted API")
+
+    def _record(self, body: Any) -> Request:
+        st = self.server.state
+        with st.changed:
+            req = Request(len(st.requests), self.path, body)
+            st.requests.append(req)
+            if st.notify is not None:
+                with st.notify.open("a") as f:
+                    f.write(json.dumps({"seq": req.seq, "path": req.path,
+                                        "main": req.is_main}) + "\n")
+            st.changed.notify_all()
+        return req
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        req = self._record(body)
+        if req.method == "countTokens":
+            self._send(200, json.dumps({"totalTokens": max(1, len(raw) // 4)}).encode())
+            return
+        if req.method not in ("streamGenerateContent", "generateContent"):
+            self._error(404, f"{self.path}: not served by the scripted API")
+            return
+        st = self.server.state
+        try:
+            with st.lock:  # one request at a time through the script
+                out: Sequence[Part] = st.script(req) if req.is_main else [Text(st.side(req))]
+        except Exception as e:  # a broken script fails the test instead of hanging it
+            st.errors.append(f"request {req.seq}: {type(e).__name__}: {e}")
+            self._error(400, f"scripted model failed: {e}")
+            return
+        parts = [{"text": p.text} if isinstance(p, Text)
+                 else {"functionCall": {"name": p.name, "args": dict(p.args)}} for p in out]
+        if not parts:
+            parts = [{"text": "Done."}]
+        model = req.model or "gemini-scripted"
+        if req.method == "generateContent":
+            self._send(200, json.dumps(_response(parts, model, "STOP")).encode())
+            return
+        # Streamed: each part its own chunk, the finish reason on the last, as the API does.
+        chunks = [_response([p], model, "STOP" if i == len(parts) - 1 else None)
+                  for i, p in enumerate(parts)]
+        self._send(200, b"".join(f"data: {json.dumps(c)}\r\n\r\n".encode() for c in chunks),
+                   "text/event-stream")
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    state: _State
+
+
+class FakeGemini:
+    """The scripted Gemini API, serving in a background thread while in use."""
+
+    def __init__(self, script: Script, *, side: SideScript = _default_side,
+                 notify: Path | None = None) -> None:
+        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server.state = _State(script, side, notify)
+        self._thread = threading.Thread(target=self._server.serve_forever,
+                                        name="fake-gemini", daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def __enter__(self) -> FakeGemini:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
+
+    @property
+    def requests(self) -> list[Request]:
+        with self._server.state.changed:
+            return list(self._server.state.requests)
+
+    @property
+    def main_requests(self) -> list[Request]:
+        return [r for r in self.requests if r.is_main]
+
+    @property
+    def errors(self) -> list[str]:
+        return list(self._server.state.errors)
+
+    def wait_for(self, predicate: Callable[[list[Request]], bool], timeout: float) -> bool:
+        """Block until ``predicate(requests)`` holds; False on time-out."""
+        st = self._server.state
+        deadline = time.monotonic() + timeout
+        with st.changed:
+            while not predicate(st.requests):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                st.changed.wait(left)
+        return True
+
+
+class Steps:
+    """Plays a fixed list of replies, one per agent-loop turn (by how many function
+    responses the request already carries), then says "Done."."""
+
+    def __init__(self, replies: Sequence[Sequence[Part]]) -> None:
+        self.replies = [list(r) for r in replies]
+
+    def __call__(self, req: Request) -> Sequence[Part]:
+        done = sum(1 for p in req.parts("model") if "functionCall" in p)
+        calls = 0
+        for i, reply in enumerate(self.replies):
+            calls += sum(1 for p in reply if isinstance(p, Call))
+            if calls > done:
+                return self.replies[i]
+        return [Text("Done.")]
