@@ -1,5 +1,5 @@
-"""Fixtures for the end-to-end tests: the pinned ``claude`` and ``codex`` binaries
-(installed on first use; the tests skip, saying why, where they cannot be had)."""
+"""Fixtures for the end-to-end tests: the pinned ``claude``, ``codex`` and ``gemini``
+binaries (installed on first use; the tests skip, saying why, where they cannot be had)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from .claude import private_runtime_dir
-from .pinned import CLAUDE, CODEX, Pin, find
+from .pinned import CLAUDE, CODEX, GEMINI, Pin, find
 
 
 def pinned_bin(pin: Pin) -> Path:
@@ -31,6 +31,11 @@ def claude_bin() -> Path:
 @pytest.fixture(scope="session")
 def codex_bin() -> Path:
     return pinned_bin(CODEX)
+
+
+@pytest.fixture(scope="session")
+def gemini_bin() -> Path:
+    return pinned_bin(GEMINI)
 
 
 @pytest.fixture(autouse=True)

@@ -119,22 +119,23 @@ class GeminiCli:
 
 
 def make_project(path: Path, files: Mapping[str, str], env: Mapping[str, str],
-                 record: str | None = None) -> Path:
+                 extra: Mapping[str, Sequence[str]] | None = None) -> Path:
     """A repository holding ``files`` and ``.gemini/settings.json`` as ``git wal install
-    gemini`` wrote it, all in its first commit; ``record``: a command added to every
-    hooked event (after gitwal's), to capture the payloads."""
+    gemini`` wrote it, all in its first commit; ``extra``: event -> commands added
+    next to gitwal's (to record payloads, or hold a call)."""
     path.mkdir(parents=True)
     cmd(path, "git", "init", "-q", "-b", "main", env=env)
     for name, text in files.items():
         (path / name).parent.mkdir(parents=True, exist_ok=True)
         (path / name).write_text(text)
     git_wal(path, "install", "gemini", env=env)
-    if record:
+    if extra:
         settings = path / ".gemini" / "settings.json"
         data = json.loads(settings.read_text())
-        for groups in data["hooks"].values():
-            groups[0]["hooks"].append({"type": "command", "command": record,
-                                       "name": "e2e-record", "timeout": 60000})
+        for event, commands in extra.items():
+            data["hooks"][event][0]["hooks"] += [
+                {"type": "command", "command": c, "name": f"e2e-{event}-{i}",
+                 "timeout": 180000} for i, c in enumerate(commands)]
         settings.write_text(json.dumps(data, indent=2))
     cmd(path, "git", "add", "-A", env=env)
     cmd(path, "git", "commit", "-q", "-m", "init", env=env)

@@ -25,6 +25,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,11 +75,13 @@ def cache_dir(pin: Pin) -> Path:
 
 def version_of(pin: Pin, binary: Path) -> str | None:
     """The version ``BINARY --version`` prints, or None if it does not run."""
-    try:
-        out = subprocess.run([str(binary), "--version"], capture_output=True, text=True,
-                             timeout=120, env={**os.environ, **dict(pin.env)})
-    except (OSError, subprocess.TimeoutExpired):
-        return None
+    # A throwaway HOME: Gemini CLI writes ~/.gemini/projects.json even for --version.
+    with tempfile.TemporaryDirectory(prefix="gwpin-") as home:
+        try:
+            out = subprocess.run([str(binary), "--version"], capture_output=True, text=True,
+                                 timeout=120, env={**os.environ, **dict(pin.env), "HOME": home})
+        except (OSError, subprocess.TimeoutExpired):
+            return None
     words = out.stdout.split()
     if out.returncode != 0 or not words:
         return None

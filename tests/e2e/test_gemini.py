@@ -1,0 +1,168 @@
+"""The real Gemini CLI with gitwal's hooks (`git wal install gemini`).
+
+Real repositories in temp dirs, real `gemini` processes, a real SIGKILL; only
+the model is scripted (tests/e2e/fake_gemini.py). docs/e2e.md describes the
+harness.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .claude import cmd, git_wal, sigkill, wait_until
+from .fake_gemini import Call, FakeGemini, Request, Steps, Text
+from .gemini import GeminiCli, make_project, sealed_env
+from .hook_helpers import command, stop_gate
+
+WAIT = 120.0  # seconds for anything a test waits on (a loaded 2-core machine)
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "gemini-0.61.0"
+SOURCE = "def total(items):\n    if items:\n        return sum(items)\n    return 0\n"
+
+
+def records(repo: Path, env: dict[str, str]) -> list[dict[str, Any]]:
+    rows = json.loads(git_wal(repo, "runs", "--json", env=env).stdout)
+    assert len(rows) == 1, rows
+    out = git_wal(repo, "log", "--json", "--run", str(rows[0]["run"]), env=env).stdout
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def blob(repo: Path, name: str, env: dict[str, str]) -> str:
+    return cmd(repo, "git", "hash-object", name, env=env).stdout.strip()
+
+
+def payload_shape(p: dict[str, Any]) -> dict[str, Any]:
+    """The keys of a payload and of its tool response (a tool input holds what the
+    model chose to send)."""
+    return {"keys": sorted(p), "tool_response": sorted(p.get("tool_response") or {})}
+
+
+def fixture_name(p: dict[str, Any]) -> str:
+    ev = str(p["hook_event_name"])
+    return f"{ev}-{p['tool_name']}" if "tool_name" in p else ev
+
+
+@pytest.mark.slow
+def test_a_session_of_edits_and_a_shell_call_is_logged_exactly(gemini_bin: Path,
+                                                               tmp_path: Path) -> None:
+    env = sealed_env(tmp_path / "home")
+    seen = tmp_path / "payloads.jsonl"
+    record = [command("record", str(seen))]
+    repo = make_project(tmp_path / "repo", {"calc.py": SOURCE, "sub/keep": "k\n"}, env,
+                        extra={e: record for e in ("SessionStart", "PreCompress",
+                                                   "BeforeTool", "AfterTool", "AfterAgent")})
+    calc = str(repo / "calc.py")
+    script = Steps([
+        [Text("Writing notes."), Call("write_file", {"file_path": str(repo / "notes.txt"),
+                                                      "content": "one\ntwo\n"})],
+        [Call("replace", {"file_path": calc, "old_string": "return 0",
+                          "new_string": "return None", "instruction": "exact"})],
+        [Call("replace", {"file_path": calc, "old_string": "items",
+                          "new_string": "values", "allow_multiple": True,
+                          "instruction": "rename everywhere"})],
+        # Not in the file as given (indentation differs): Gemini's flexible match.
+        [Call("replace", {"file_path": calc, "old_string": "if values:\nreturn sum(values)",
+                          "new_string": "if values:\n    return sum(values) or None",
+                          "instruction": "flexible"})],
+        [Call("run_shell_command", {"command": "pwd > where.txt; exit 3", "dir_path": "sub",
+                                    "description": "fails on purpose"})],
+        [Text("All done.")],
+    ])
+    with FakeGemini(script) as api:
+        cli = GeminiCli(gemini_bin, tmp_path / "home", api.url)
+        cli.trust(repo)
+        out = cli.run(repo, "Tidy calc.py.")
+    assert not api.errors, api.errors
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert (repo / "calc.py").read_text() == (
+        "def total(values):\n    if values:\n        return sum(values) or None\n"
+        "    return None\n")
+    assert (repo / "sub" / "where.txt").read_text().strip() == str(repo / "sub")
+
+    recs = records(repo, env)
+    intents = [r for r in recs if r["type"] == "intent"]
+    closes = {r["intent"]: r for r in recs if r["type"] in ("commit", "abort")}
+    assert [i["args"]["agent"]["tool"] for i in intents] == [
+        "write_file", "replace", "replace", "replace", "run_shell_command"]
+    assert all(closes[i["lsn"]]["type"] == "commit" for i in intents)
+    # Every file step was predicted exactly: the last calc.py intent's post is the file.
+    assert intents[0]["post"] == [blob(repo, "notes.txt", env)]
+    assert intents[3]["post"] == [blob(repo, "calc.py", env)]
+    for i in intents[:4]:
+        assert i["post"] == closes[i["lsn"]]["post"], i
+        assert "unknown" not in i["post"]
+    shell = intents[4]
+    assert shell["args"]["cwd"] == "sub"
+    assert closes[shell["lsn"]]["verified"].startswith("exit code 3 ")
+    assert not [r for r in recs if r["type"] in ("unlogged", "checkpoint")]
+    # PreCompress ran before every model request; no checkpoint, no message.
+    assert "checkpointed" not in out.stdout + out.stderr
+    assert git_wal(repo, "status", env=env).returncode == 0
+
+    payloads = [json.loads(line) for line in seen.read_text().splitlines()]
+    assert sum(p["hook_event_name"] == "PreCompress" for p in payloads) >= 6
+    for p in payloads:  # the live payloads have the recorded fixtures' shape
+        name = fixture_name(p)
+        want = json.loads((FIXTURES / f"{name}.json").read_text())
+        assert payload_shape(p) == payload_shape(want), name
+    assert {fixture_name(p) for p in payloads} == {f.stem for f in FIXTURES.glob("*.json")}
+
+
+def is_resume_prompt(req: Request, run: str) -> bool:
+    return any("gitwal" in t and run in t for t in req.user_texts())
+
+
+@pytest.mark.slow
+def test_killed_at_an_open_intent_then_resumed(gemini_bin: Path, tmp_path: Path) -> None:
+    env = sealed_env(tmp_path / "home")
+    entered = tmp_path / "gate"
+    gate = command("gate", "calc.py", str(entered))
+    repo = make_project(tmp_path / "repo", {"calc.py": SOURCE}, env,
+                        extra={"BeforeTool": [gate]})
+    calc = str(repo / "calc.py")
+    script = Steps([
+        [Call("write_file", {"file_path": str(repo / "notes.txt"), "content": "n\n"})],
+        [Call("replace", {"file_path": calc, "old_string": "return 0",
+                          "new_string": "return None", "instruction": "x"})],
+        [Text("Done.")],
+    ])
+    try:
+        with FakeGemini(script) as api:
+            cli = GeminiCli(gemini_bin, tmp_path / "home", api.url)
+            cli.trust(repo)
+            proc = cli.start(repo, "Edit calc.py.", log=tmp_path / "first.log")
+            # gitwal's hook and the gate run side by side: wait for both.
+            wait_until(entered.exists, WAIT, "the gate holds the replace", proc)
+
+            def intent_open() -> bool:
+                recs = records(repo, env)
+                return recs[-1]["type"] == "intent" and recs[-1]["target"] == ["calc.py"]
+            wait_until(intent_open, WAIT, "gitwal's intent for calc.py", proc)
+            sigkill(proc)
+    finally:
+        stop_gate(entered)
+    assert (repo / "calc.py").read_text() == SOURCE  # killed before the tool ran
+    [row] = json.loads(git_wal(repo, "runs", "--json", env=env).stdout)
+    run = str(row["run"])
+
+    def resumed(req: Request) -> list[Call | Text]:
+        # The old turns are in the history: answer the new prompt with the redo only.
+        last = req.contents[-1].get("parts", [{}])
+        if any("functionResponse" in p for p in last):
+            return [Text("Done.")]
+        return [Call("replace", {"file_path": calc, "old_string": "return 0",
+                                 "new_string": "return None", "instruction": "redo"})]
+    with FakeGemini(resumed) as api:
+        cli = GeminiCli(gemini_bin, tmp_path / "home", api.url)
+        out = cli.run(repo, "continue", resume="latest")
+        first = api.main_requests[0]
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert is_resume_prompt(first, run), first.user_texts()
+    assert (repo / "calc.py").read_text() == SOURCE.replace("return 0", "return None")
+    recs = records(repo, env)
+    intents = [r for r in recs if r["type"] == "intent"]
+    closes = {r["intent"]: r for r in recs if r["type"] in ("commit", "abort")}
+    assert [closes[i["lsn"]]["type"] for i in intents] == ["commit", "abort", "commit"]
