@@ -139,7 +139,7 @@ def test_killed_at_an_open_intent_then_resumed(gemini_bin: Path, tmp_path: Path)
 
             def intent_open() -> bool:
                 recs = records(repo, env)
-                return recs[-1]["type"] == "intent" and recs[-1]["target"] == ["calc.py"]
+                return bool(recs[-1]["type"] == "intent" and recs[-1]["target"] == ["calc.py"])
             wait_until(intent_open, WAIT, "gitwal's intent for calc.py", proc)
             sigkill(proc)
     finally:
