@@ -10,7 +10,6 @@ resolves on this PATH, starts, and reaches gitwal (docs/doctor.md).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -111,6 +110,11 @@ def _agents(top: Path) -> list[Finding]:
             out.append(_portable(name, agent, scope, commands))
             out.append(_probe(name, agent, top, commands, known))
             out.extend(_trust(name, agent, scope, top))
+            if agent == "gemini":
+                from .agents import gemini_trust
+
+                out += [Finding(f"{name}: {c.name}", c.ok, c.detail, c.fix)
+                        for c in gemini_trust.checks(top, scope, commands)]
     return out
 
 
@@ -181,40 +185,12 @@ def _probe(name: str, agent: str, top: Path, commands: dict[str, str],
 
 
 def _trust(name: str, agent: str, scope: str, top: Path) -> list[Finding]:
-    home = Path(os.path.expanduser("~"))
     if agent == "codex":
         from .agents import codex_trust
 
         return [Finding(f"{name}: {c.what}", c.ok, c.detail, c.fix)
                 for c in codex_trust.doctor_checks(scope, top)]
-    if agent == "gemini" and scope == "project":
-        return [_gemini_trust(name, home, top)]
     return []
-
-
-def _gemini_trust(name: str, home: Path, top: Path) -> Finding:
-    try:
-        settings = json.loads((home / ".gemini" / "settings.json").read_text())
-    except (OSError, ValueError):
-        settings = {}
-    security = settings.get("security", {}) if isinstance(settings, dict) else {}
-    enabled = isinstance(security, dict) and (security.get("folderTrust") or {}).get("enabled")
-    if not enabled:
-        return Finding(f"{name}: folder trust", True, "folder trust is off: gemini loads "
-                       ".gemini/settings.json in every folder")
-    try:
-        folders = json.loads((home / ".gemini" / "trustedFolders.json").read_text())
-    except (OSError, ValueError):
-        folders = {}
-    here = top.resolve()
-    for path, level in (folders.items() if isinstance(folders, dict) else []):
-        p = Path(path).resolve()
-        if (level == "TRUST_FOLDER" and (here == p or p in here.parents)) or (
-                level == "TRUST_PARENT" and p.parent in (here, *here.parents)):
-            return Finding(f"{name}: folder trust", True, f"trusted ({level} {path})")
-    return Finding(f"{name}: folder trust", False,
-                   f"{here} is not a trusted folder: gemini ignores .gemini/settings.json "
-                   "here", "run gemini here and choose \"Trust folder\" (or /permissions)")
 
 
 def _signing(wal: Wal) -> list[Finding]:

@@ -62,8 +62,9 @@ CLOSING = ("AfterTool",)
 BLOCKING = ("BeforeTool",)
 ASYNC_CLOSE: tuple[str, ...] = ()  # every closing hook is synchronous
 render = common.render  # Gemini CLI follows Claude Code's reply protocol
-INSTALL_NOTE = ("Gemini CLI runs these hooks when hooks are enabled in its settings "
-                "(`\"hooks\": {\"enabled\": true}` in releases that still gate them).")
+INSTALL_NOTE = ("Gemini CLI runs these hooks unless its settings turn hooks off "
+                "(`hooksConfig.enabled: false`, or a hook listed in `hooksConfig.disabled`); "
+                "`git wal doctor` checks both.")
 
 __all__ = ["AGENT", "ASYNC_CLOSE", "BLOCKING", "CLOSING", "EVENTS", "INSTALL_NOTE", "PREFIX",
            "action", "call_of", "groups", "render"]

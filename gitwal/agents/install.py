@@ -387,9 +387,12 @@ def next_steps(agent: str, scope: str, trusted: bool = False) -> list[str]:
     if agent == "gemini":
         steps = [adapter(agent).INSTALL_NOTE] if adapter(agent).INSTALL_NOTE else []
         if scope == "project":
-            steps.append("Gemini CLI ignores .gemini/settings.json in an untrusted folder: "
-                         "with folder trust on (security.folderTrust.enabled), choose "
-                         "\"Trust folder\" when gemini asks, or run /permissions here.")
+            steps.append("Trust this folder: Gemini CLI ignores .gemini/settings.json "
+                         "(so gitwal's hooks) in a folder it does not trust, a headless "
+                         "`gemini -p` refuses to run there, and --skip-trust drops the "
+                         "project's settings. Run gemini here once and choose \"Trust "
+                         "folder\" (or add it to ~/.gemini/trustedFolders.json as "
+                         "TRUST_FOLDER); `git wal doctor` checks it.")
         return steps
     return []
 

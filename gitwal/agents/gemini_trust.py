@@ -1,0 +1,141 @@
+"""Will Gemini CLI run the hooks gitwal installed here? (``git wal doctor``)
+
+Gemini CLI 0.61.0 loads a project's ``.gemini/settings.json``, hooks
+included, only in a trusted folder. It decides, in this order:
+
+1. ``GEMINI_RESTRICTED_MODE=true`` or ``GEMINI_CLI_TRUST_WORKSPACE=false``:
+   untrusted; ``GEMINI_CLI_TRUST_WORKSPACE=true``: trusted;
+2. ``security.folderTrust.enabled`` false (default true): trusted;
+3. ``trustedFolders.json`` (``$GEMINI_CLI_TRUSTED_FOLDERS_PATH``, else
+   ``~/.gemini/``, home being ``$GEMINI_CLI_HOME`` if set): the rule with the
+   longest path that contains the folder (``TRUST_PARENT`` stands for its
+   path's parent) says ``TRUST_FOLDER``/``TRUST_PARENT`` (trusted) or
+   ``DO_NOT_TRUST``; no rule: undecided, and a headless ``gemini -p`` refuses
+   to start (``--skip-trust`` starts it but drops the project's settings).
+
+Hooks run at all only while ``hooksConfig.enabled`` is not false, and a hook
+whose name or command is listed in ``hooksConfig.disabled`` never runs.
+Only this process's environment is seen: the agent's may differ.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .jsonc import strip_comments
+
+__all__ = ["Check", "checks"]
+
+TRUST_FIX = ("run gemini here and choose \"Trust folder\" (or add the folder to "
+             "trustedFolders.json as TRUST_FOLDER); --skip-trust does not load project hooks")
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str  # "folder trust", "hooks enabled"
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+def _home(env: dict[str, str]) -> Path:
+    return Path(env.get("GEMINI_CLI_HOME") or os.path.expanduser("~"))
+
+
+def _read(path: Path) -> tuple[Any, str | None]:
+    """A JSON-with-comments file: (data, None), ({}, None) when absent, or the error."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}, None
+    except OSError as e:
+        return {}, f"{path}: {e.strerror or e}"
+    try:
+        return json.loads(strip_comments(text)[0] or "{}"), None
+    except ValueError as e:
+        return {}, f"{path}: {e}"
+
+
+def _get(data: Any, *keys: str) -> Any:
+    for k in keys:
+        data = data.get(k) if isinstance(data, dict) else None
+    return data
+
+
+def _real(p: str) -> Path:
+    try:
+        return Path(os.path.realpath(p)) if os.path.exists(p) else Path(os.path.normpath(p))
+    except OSError:
+        return Path(p)
+
+
+def trust(top: Path, env: dict[str, str]) -> Check:
+    name = "folder trust"
+    if env.get("GEMINI_RESTRICTED_MODE") == "true" or env.get(
+            "GEMINI_CLI_TRUST_WORKSPACE") == "false":
+        return Check(name, False, "this environment marks every folder untrusted "
+                     "(GEMINI_RESTRICTED_MODE / GEMINI_CLI_TRUST_WORKSPACE=false)",
+                     "unset them where gemini runs")
+    if env.get("GEMINI_CLI_TRUST_WORKSPACE") == "true":
+        return Check(name, True, "trusted by GEMINI_CLI_TRUST_WORKSPACE=true in this "
+                     "environment (only where gemini is started with it)")
+    settings_path = _home(env) / ".gemini" / "settings.json"
+    settings, error = _read(settings_path)
+    if _get(settings, "security", "folderTrust", "enabled") is False:
+        return Check(name, True, f"folder trust is off ({settings_path}): gemini loads "
+                     ".gemini/settings.json in every folder")
+    path = Path(env.get("GEMINI_CLI_TRUSTED_FOLDERS_PATH")
+                or _home(env) / ".gemini" / "trustedFolders.json")
+    rules, error = _read(path)
+    if error:
+        return Check(name, False, f"gemini refuses to start while {error}",
+                     f"fix or remove {path}")
+    here = _real(str(top))
+    best: tuple[int, str, str] | None = None
+    for rule, level in (rules.items() if isinstance(rules, dict) else []):
+        where = os.path.dirname(rule) if level == "TRUST_PARENT" else rule
+        base = _real(where)
+        if (here == base or base in here.parents) and (best is None or len(rule) > best[0]):
+            best = (len(rule), rule, str(level))
+    if best and best[2] in ("TRUST_FOLDER", "TRUST_PARENT"):
+        return Check(name, True, f"trusted ({best[2]} {best[1]} in {path})")
+    if best and best[2] == "DO_NOT_TRUST":
+        return Check(name, False, f"{path} says DO_NOT_TRUST for {best[1]}: gemini ignores "
+                     ".gemini/settings.json here, gitwal's hooks included", TRUST_FIX)
+    return Check(name, False, f"{here} is not in {path}: a headless gemini refuses to run "
+                 "here, and with --skip-trust it ignores .gemini/settings.json, gitwal's "
+                 "hooks included", TRUST_FIX)
+
+
+def hooks_enabled(top: Path, env: dict[str, str], ours: dict[str, str]) -> Check:
+    """``ours``: event -> gitwal's handler command (its name is ``gitwal-<event>``)."""
+    name = "hooks enabled"
+    files = [_home(env) / ".gemini" / "settings.json", top / ".gemini" / "settings.json"]
+    enabled, where, disabled = True, "", []
+    for f in files:  # the project's settings override the user's
+        data, _ = _read(f)
+        flag = _get(data, "hooksConfig", "enabled")
+        if isinstance(flag, bool):
+            enabled, where = flag, str(f)
+        listed = _get(data, "hooksConfig", "disabled")
+        if isinstance(listed, list):
+            disabled += [str(x) for x in listed]
+    if not enabled:
+        return Check(name, False, f"hooksConfig.enabled is false in {where}: gemini runs no "
+                     "hook, so no call is logged", f"remove hooksConfig.enabled from {where}")
+    off = sorted(e for e, c in ours.items() if f"gitwal-{e}" in disabled or c in disabled)
+    if off:
+        return Check(name, False, f"hooksConfig.disabled lists gitwal's {', '.join(off)} "
+                     "hook(s): gemini skips them", "remove them from hooksConfig.disabled")
+    return Check(name, True, "hooks are on (hooksConfig)")
+
+
+def checks(top: Path, scope: str, ours: dict[str, str],
+           env: dict[str, str] | None = None) -> list[Check]:
+    env = dict(os.environ) if env is None else env
+    out = [trust(top, env)] if scope == "project" else []
+    return [*out, hooks_enabled(top, env, ours)]
