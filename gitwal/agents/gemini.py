@@ -16,8 +16,9 @@ counts as "already logged").
 ``PreCompress`` cannot block anything (Gemini ignores its reply) and fires
 with trigger ``auto`` before every model request, before Gemini decides
 whether the history needs compressing at all: gitwal settles what is open
-then, quietly, and checkpoints only at ``manual`` (``/compress``), which
-always compresses (docs/agents.md).
+then, quietly, and checkpoints only when the transcript shows a compression
+is due (gemini_compress) or at ``manual`` (``/compress``), which always
+compresses (docs/agents.md).
 
 ``run_shell_command`` runs in ``dir_path`` (relative to the project) when
 given, and reports a non-zero exit as ``Exit Code: N`` in its text for the
@@ -31,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import ToolRefused
-from . import common, gemini_edit
+from . import common, gemini_compress, gemini_edit
 from .call import Call
 from .engine import (
     Action,
@@ -148,11 +149,12 @@ def action(event: str, payload: Mapping[str, Any]) -> Action:
     if event == "SessionStart":
         return SessionStart(str(payload.get("source") or "startup"))
     if event == "PreCompress":
-        # Gemini fires "auto" before every model request, before it knows whether the
-        # history needs compressing (most of the time it does not): settle like at the
-        # end of a turn, quietly. "manual" (/compress) always compresses: secure the log
-        # then. Gemini ignores a PreCompress reply, so it is never answered by a block.
-        if payload.get("trigger") == "manual":
+        # Gemini fires "auto" before every model request, before it decides whether the
+        # history needs compressing (most of the time it does not): settle quietly, like
+        # at the end of a turn, and secure the log only when the transcript says it will
+        # compress (gemini_compress). "manual" (/compress) always compresses. Gemini
+        # ignores a PreCompress reply, so it is never answered by a block.
+        if payload.get("trigger") == "manual" or gemini_compress.about_to_compress(payload):
             return PreCompact("auto")
         return TurnEnd()
     if event == "AfterAgent":

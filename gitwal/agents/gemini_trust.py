@@ -28,7 +28,7 @@ from typing import Any
 
 from .jsonc import strip_comments
 
-__all__ = ["Check", "checks"]
+__all__ = ["Check", "checks", "home", "read"]
 
 TRUST_FIX = ("run gemini here and choose \"Trust folder\" (or add the folder to "
              "trustedFolders.json as TRUST_FOLDER); --skip-trust does not load project hooks")
@@ -42,11 +42,11 @@ class Check:
     fix: str = ""
 
 
-def _home(env: dict[str, str]) -> Path:
-    return Path(env.get("GEMINI_CLI_HOME") or os.path.expanduser("~"))
+def home(env: dict[str, str]) -> Path:
+    return Path(env.get("GEMINI_CLI_HOME") or env.get("HOME") or os.path.expanduser("~"))
 
 
-def _read(path: Path) -> tuple[Any, str | None]:
+def read(path: Path) -> tuple[Any, str | None]:
     """A JSON-with-comments file: (data, None), ({}, None) when absent, or the error."""
     try:
         text = path.read_text(encoding="utf-8")
@@ -83,14 +83,14 @@ def trust(top: Path, env: dict[str, str]) -> Check:
     if env.get("GEMINI_CLI_TRUST_WORKSPACE") == "true":
         return Check(name, True, "trusted by GEMINI_CLI_TRUST_WORKSPACE=true in this "
                      "environment (only where gemini is started with it)")
-    settings_path = _home(env) / ".gemini" / "settings.json"
-    settings, error = _read(settings_path)
+    settings_path = home(env) / ".gemini" / "settings.json"
+    settings, error = read(settings_path)
     if _get(settings, "security", "folderTrust", "enabled") is False:
         return Check(name, True, f"folder trust is off ({settings_path}): gemini loads "
                      ".gemini/settings.json in every folder")
     path = Path(env.get("GEMINI_CLI_TRUSTED_FOLDERS_PATH")
-                or _home(env) / ".gemini" / "trustedFolders.json")
-    rules, error = _read(path)
+                or home(env) / ".gemini" / "trustedFolders.json")
+    rules, error = read(path)
     if error:
         return Check(name, False, f"gemini refuses to start while {error}",
                      f"fix or remove {path}")
@@ -114,10 +114,10 @@ def trust(top: Path, env: dict[str, str]) -> Check:
 def hooks_enabled(top: Path, env: dict[str, str], ours: dict[str, str]) -> Check:
     """``ours``: event -> gitwal's handler command (its name is ``gitwal-<event>``)."""
     name = "hooks enabled"
-    files = [_home(env) / ".gemini" / "settings.json", top / ".gemini" / "settings.json"]
+    files = [home(env) / ".gemini" / "settings.json", top / ".gemini" / "settings.json"]
     enabled, where, disabled = True, "", []
     for f in files:  # the project's settings override the user's
-        data, _ = _read(f)
+        data, _ = read(f)
         flag = _get(data, "hooksConfig", "enabled")
         if isinstance(flag, bool):
             enabled, where = flag, str(f)

@@ -9,7 +9,9 @@ offers tools (a turn of the agent loop) and returns the parts of its reply
 (text and function calls). Requests without tools are Gemini's side requests
 (next-speaker checks, summaries, routing): they get ``side(request)`` as text.
 
-Every request is recorded in order; ``notify`` names a file that gets one line
+``tokens(request)`` is the prompt token count a reply reports (Gemini
+compresses its history when it nears the context window). Every request is
+recorded in order; ``notify`` names a file that gets one line
 per request as it arrives, so a test can wait on it (a pipe or a file, never a
 sleep). Standard library only; the server runs in a daemon thread.
 """
@@ -89,6 +91,7 @@ class Request:
 
 Script = Callable[[Request], Sequence[Part]]
 SideScript = Callable[[Request], str]
+Tokens = Callable[[Request], int]  # the prompt's token count a reply reports
 
 
 def _default_side(_req: Request) -> str:
@@ -96,13 +99,14 @@ def _default_side(_req: Request) -> str:
     return json.dumps({"reasoning": "The model answered.", "next_speaker": "user"})
 
 
-def _response(parts: list[dict[str, Any]], model: str, finish: str | None) -> dict[str, Any]:
+def _response(parts: list[dict[str, Any]], model: str, finish: str | None,
+              prompt_tokens: int = 100) -> dict[str, Any]:
     cand: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
     if finish:
         cand["finishReason"] = finish
     return {"candidates": [cand], "modelVersion": model,
-            "usageMetadata": {"promptTokenCount": 100, "candidatesTokenCount": 10,
-                              "totalTokenCount": 110}}
+            "usageMetadata": {"promptTokenCount": prompt_tokens, "candidatesTokenCount": 10,
+                              "totalTokenCount": prompt_tokens + 10}}
 
 
 @dataclass
@@ -110,6 +114,7 @@ class _State:
     script: Script
     side: SideScript
     notify: Path | None
+    tokens: Tokens
     lock: threading.Lock = field(default_factory=threading.Lock)
     changed: threading.Condition = field(default_factory=threading.Condition)
     requests: list[Request] = field(default_factory=list)
@@ -177,11 +182,12 @@ class _Handler(BaseHTTPRequestHandler):
         if not parts:
             parts = [{"text": "Done."}]
         model = req.model or "gemini-scripted"
+        tokens = st.tokens(req) if req.is_main else 100
         if req.method == "generateContent":
-            self._send(200, json.dumps(_response(parts, model, "STOP")).encode())
+            self._send(200, json.dumps(_response(parts, model, "STOP", tokens)).encode())
             return
         # Streamed: each part its own chunk, the finish reason on the last, as the API does.
-        chunks = [_response([p], model, "STOP" if i == len(parts) - 1 else None)
+        chunks = [_response([p], model, "STOP" if i == len(parts) - 1 else None, tokens)
                   for i, p in enumerate(parts)]
         self._send(200, b"".join(f"data: {json.dumps(c)}\r\n\r\n".encode() for c in chunks),
                    "text/event-stream")
@@ -196,9 +202,9 @@ class FakeGemini:
     """The scripted Gemini API, serving in a background thread while in use."""
 
     def __init__(self, script: Script, *, side: SideScript = _default_side,
-                 notify: Path | None = None) -> None:
+                 notify: Path | None = None, tokens: Tokens = lambda _req: 100) -> None:
         self._server = _Server(("127.0.0.1", 0), _Handler)
-        self._server.state = _State(script, side, notify)
+        self._server.state = _State(script, side, notify, tokens)
         self._thread = threading.Thread(target=self._server.serve_forever,
                                         name="fake-gemini", daemon=True)
 

@@ -166,3 +166,52 @@ def test_killed_at_an_open_intent_then_resumed(gemini_bin: Path, tmp_path: Path)
     intents = [r for r in recs if r["type"] == "intent"]
     closes = {r["intent"]: r for r in recs if r["type"] in ("commit", "abort")}
     assert [closes[i["lsn"]]["type"] for i in intents] == ["commit", "abort", "commit"]
+
+
+def after_tool(req: Request) -> bool:
+    """The request carries a tool's result (not the user's prompt)."""
+    return any("functionResponse" in p for p in req.contents[-1].get("parts", []))
+
+
+@pytest.mark.slow
+def test_a_checkpoint_only_when_gemini_really_compresses(gemini_bin: Path,
+                                                         tmp_path: Path) -> None:
+    env = sealed_env(tmp_path / "home")
+    repo = make_project(tmp_path / "repo", {"calc.py": SOURCE}, env)
+    first = Steps([
+        [Call("write_file", {"file_path": str(repo / "a.txt"), "content": "a\n"})],
+        [Call("write_file", {"file_path": str(repo / "b.txt"), "content": "b\n"})],
+        [Text("Done.")],
+    ])
+    with FakeGemini(first) as api:
+        cli = GeminiCli(gemini_bin, tmp_path / "home", api.url)
+        cli.trust(repo)
+        out = cli.run(repo, "Write two files.")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "checkpoint" not in [r["type"] for r in records(repo, env)]
+
+    def second(req: Request) -> list[Call | Text]:
+        if after_tool(req):
+            return [Text("Done again.")]
+        return [Call("write_file", {"file_path": str(repo / "c.txt"), "content": "c\n"})]
+
+    def tokens(req: Request) -> int:
+        # The reply to the new prompt reports 600,000 prompt tokens, more than half of
+        # gemini-2.5-flash's window: Gemini compresses before its next request (the
+        # history now holds a prompt to split at, which a one-prompt session does not).
+        return 100 if after_tool(req) else 600_000
+
+    with FakeGemini(second, tokens=tokens) as api:
+        cli = GeminiCli(gemini_bin, tmp_path / "home", api.url)
+        out = cli.run(repo, "And a third.", resume="latest")
+        summaries = [r for r in api.requests
+                     if not r.is_main and "distilling chat history" in r.all_text()]
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert summaries  # Gemini really compressed
+    recs = records(repo, env)
+    kinds = [r["type"] for r in recs]
+    assert kinds.count("checkpoint") == 1, kinds
+    # Secured after the third call was committed, at the compression.
+    at = kinds.index("checkpoint")
+    assert kinds[at - 2:at] == ["intent", "commit"] and recs[at - 2]["target"] == ["c.txt"]
+    assert "checkpointed" in out.stderr
