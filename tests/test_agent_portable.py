@@ -142,7 +142,8 @@ def test_install_names_the_trust_steps_and_a_missing_entry_point(repo: Path) -> 
     assert "only in a trusted project" in codex and "`[features] hooks = false`" in codex
     assert "codex_hooks" in codex and "old name" in codex
     gemini = ok(repo, "install", "gemini")
-    assert "untrusted folder" in gemini and "/permissions" in gemini
+    assert "does not trust" in gemini and "Trust folder" in gemini and "--skip-trust" in gemini
+    assert "hooksConfig.enabled" in gemini
     proc = wal(repo, "install", "claude", env={"PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr
     assert "warning: git-wal-hook is not on PATH here" in proc.stderr
