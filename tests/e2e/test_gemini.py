@@ -215,3 +215,30 @@ def test_a_checkpoint_only_when_gemini_really_compresses(gemini_bin: Path,
     at = kinds.index("checkpoint")
     assert kinds[at - 2:at] == ["intent", "commit"] and recs[at - 2]["target"] == ["c.txt"]
     assert "checkpointed" in out.stderr
+
+
+@pytest.mark.slow
+def test_an_untrusted_folder_runs_no_hook_and_doctor_says_so(gemini_bin: Path,
+                                                             tmp_path: Path) -> None:
+    env = sealed_env(tmp_path / "home")
+    repo = make_project(tmp_path / "repo", {"calc.py": SOURCE}, env)
+    script = Steps([[Call("write_file", {"file_path": str(repo / "n.txt"), "content": "n\n"})],
+                    [Text("Done.")]])
+    with FakeGemini(script) as api:
+        cli = GeminiCli(gemini_bin, tmp_path / "home", api.url)
+        refused = cli.run(repo, "Write n.txt.")
+        assert refused.returncode != 0 and not api.main_requests  # headless: no session
+        skipped = cli.run(repo, "Write n.txt.", extra=["--skip-trust"])
+    assert skipped.returncode == 0, skipped.stderr[-3000:]
+    assert (repo / "n.txt").read_text() == "n\n"  # the call ran ...
+    assert json.loads(git_wal(repo, "runs", "--json", env=env).stdout) == []  # ... unlogged
+
+    def folder_trust() -> dict[str, Any]:
+        out = git_wal(repo, "doctor", "--json", env=env, ok=(0, 1)).stdout
+        [check] = [c for c in json.loads(out)["checks"] if c["check"].endswith("folder trust")]
+        return dict(check)
+
+    check = folder_trust()
+    assert not check["ok"] and "--skip-trust" in check["detail"] + check["fix"]
+    cli.trust(repo)
+    assert folder_trust()["ok"]
