@@ -7,16 +7,27 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gitwal.agents.gemini_compress import about_to_compress, last_reply
+from gitwal.agents.gemini_compress import about_to_compress, last_reply, prompts
 
 
-def transcript(path: Path, replies: list[tuple[int, str]], pad: int = 0) -> Path:
-    lines: list[Any] = [{"sessionId": "s", "kind": "main"}]
-    for tokens, model in replies:
-        lines += [{"type": "user", "content": [{"text": "x" * pad}]},
-                  {"type": "gemini", "content": "", "model": model,
-                   "tokens": {"input": tokens, "output": 1, "total": tokens + 1}},
-                  {"$set": {"lastUpdated": "now"}}]
+def transcript(path: Path, replies: list[tuple[int, str]], pad: int = 0,
+               prompts: int = 2, calls: bool = True) -> Path:
+    """A Gemini JSONL transcript: ``prompts`` prompts, then each reply (a tool call,
+    written once before and once after it ran, then its result)."""
+    lines: list[Any] = [{"sessionId": "s", "kind": "main"},
+                        {"$set": {"messages": [{"id": "ctx", "type": "user",
+                                                "content": [{"text": "<session_context>"}]}]}}]
+    lines += [{"id": f"p{i}", "type": "user", "content": [{"text": "do it"}]}
+              for i in range(prompts)]
+    for n, (tokens, model) in enumerate(replies):
+        reply = {"id": f"r{n}", "type": "gemini", "content": "", "model": model,
+                 "tokens": {"input": tokens, "output": 1, "total": tokens + 1}}
+        lines += [reply, {"$set": {"lastUpdated": "now"}}]
+        if calls:
+            lines += [{**reply, "toolCalls": [{"id": f"c{n}", "name": "write_file"}]},
+                      {"id": f"u{n}", "type": "user", "content": [
+                          {"functionResponse": {"id": f"c{n}", "response": {
+                              "output": "x" * pad}}}]}]
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     return path
 
@@ -28,7 +39,7 @@ def payload(tmp_path: Path, t: Path) -> dict[str, Any]:
 
 def test_the_newest_reply_is_found_across_chunks(tmp_path: Path) -> None:
     t = transcript(tmp_path / "t.jsonl", [(5, "a"), (7, "b")], pad=200_000)
-    assert last_reply(t) == (7, "b")
+    assert last_reply(t) == (7, "b", True)
     assert last_reply(tmp_path / "missing.jsonl") is None
     (tmp_path / "empty.jsonl").write_text("")
     assert last_reply(tmp_path / "empty.jsonl") is None
@@ -56,6 +67,19 @@ def test_the_threshold_setting_counts_the_projects_last(tmp_path: Path) -> None:
     (tmp_path / ".gemini" / "settings.json").write_text(
         '// project\n{"model": {"compressionThreshold": 0.2}}')
     assert not about_to_compress(payload(tmp_path, t), env)
+
+
+def test_one_prompt_while_tools_run_is_never_compressed(tmp_path: Path) -> None:
+    env = {"HOME": str(tmp_path / "home")}
+    big = [(900_000, "gemini-2.5-pro")]
+    one = transcript(tmp_path / "one.jsonl", big, prompts=1)
+    assert prompts(one) == 1
+    assert not about_to_compress(payload(tmp_path, one), env)
+    # A text reply is what a continuation or a new prompt follows: the whole history goes.
+    said = transcript(tmp_path / "said.jsonl", big, prompts=1, calls=False)
+    assert about_to_compress(payload(tmp_path, said), env)
+    two = transcript(tmp_path / "two.jsonl", big, prompts=2)
+    assert prompts(two) == 2 and about_to_compress(payload(tmp_path, two), env)
 
 
 def test_no_transcript_means_no(tmp_path: Path) -> None:

@@ -7,8 +7,15 @@ request, then compresses only when the prompt of its last reply used at least
 which; the transcript it names does: every model reply is recorded there with
 its ``tokens.input``. This module makes the same comparison.
 
+Gemini also keeps the newest exchange whole: it cuts the history only before a
+prompt of the user's, so with a single prompt in the session (a headless
+``gemini -p`` before any resume) nothing is compressed while the model is
+still calling tools; the transcript's user messages say that too.
+
 It can be wrong both ways: a threshold set by Gemini's remote experiments is
-not visible here, nor a compression retried after a failed one. Guessing
+not visible here, nor a compression retried after a failed one, nor a rewound
+history; and a resumed Gemini counts afresh from its first reply, while the
+transcript still shows the size of the last one before. Guessing
 "yes" costs a checkpoint, guessing "no" leaves the log as durable as always
 (docs/agents.md).
 """
@@ -29,11 +36,13 @@ DEFAULT_THRESHOLD = 0.5
 DEFAULT_LIMIT = 1_048_576
 LIMITS = {"gemma-4-31b-it": 256_000, "gemma-4-26b-a4b-it": 256_000}
 TAIL_LIMIT = 8 << 20  # bytes of transcript read back at most, looking for the last reply
+HEAD_LIMIT = 32 << 20  # bytes read from the start at most, counting the user's prompts
 CHUNK = 64 << 10
 
 
-def last_reply(transcript: Path) -> tuple[int, str] | None:
-    """(tokens.input, model) of the newest model reply in a Gemini JSONL transcript."""
+def last_reply(transcript: Path) -> tuple[int, str, bool] | None:
+    """(tokens.input, model, whether it called tools) of the newest model reply in a
+    Gemini JSONL transcript (a reply is written again once its calls ran)."""
     try:
         with transcript.open("rb") as f:
             end = f.seek(0, os.SEEK_END)
@@ -55,7 +64,7 @@ def last_reply(transcript: Path) -> tuple[int, str] | None:
     return None
 
 
-def _reply(line: bytes) -> tuple[int, str] | None:
+def _reply(line: bytes) -> tuple[int, str, bool] | None:
     if b'"gemini"' not in line:
         return None
     try:
@@ -68,7 +77,34 @@ def _reply(line: bytes) -> tuple[int, str] | None:
     count = tokens.get("input") if isinstance(tokens, dict) else None
     if not isinstance(count, int):
         return None
-    return count, str(obj.get("model") or "")
+    return count, str(obj.get("model") or ""), bool(obj.get("toolCalls"))
+
+
+def prompts(transcript: Path, enough: int = 2) -> int:
+    """How many prompts of the user's the transcript holds (counted up to ``enough``;
+    ``enough`` too when it is too long to read): user messages that are not tool
+    results. Gemini's own session context is not a message line of its own."""
+    seen: set[str] = set()
+    read_bytes = 0
+    try:
+        with transcript.open("rb") as f:
+            for line in f:
+                read_bytes += len(line)
+                if read_bytes > HEAD_LIMIT:
+                    return enough
+                if b'"user"' not in line or b'"functionResponse"' in line:
+                    continue
+                try:
+                    obj: Any = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(obj, dict) and obj.get("type") == "user":
+                    seen.add(str(obj.get("id")))
+                    if len(seen) >= enough:
+                        return enough
+    except OSError:
+        return 0
+    return len(seen)
 
 
 def threshold(cwd: Path, env: Mapping[str, str]) -> float:
@@ -89,6 +125,9 @@ def about_to_compress(payload: Mapping[str, Any], env: Mapping[str, str] | None 
     found = last_reply(Path(transcript))
     if found is None:
         return False
-    tokens, model = found
+    tokens, model, calls = found
     limit = LIMITS.get(model, DEFAULT_LIMIT)
-    return tokens >= threshold(Path(cwd), os.environ if env is None else env) * limit
+    if tokens < threshold(Path(cwd), os.environ if env is None else env) * limit:
+        return False
+    # One prompt and the model still calling tools: no earlier prompt to cut before.
+    return not calls or prompts(Path(transcript)) >= 2

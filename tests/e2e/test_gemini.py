@@ -183,10 +183,16 @@ def test_a_checkpoint_only_when_gemini_really_compresses(gemini_bin: Path,
         [Call("write_file", {"file_path": str(repo / "b.txt"), "content": "b\n"})],
         [Text("Done.")],
     ])
-    with FakeGemini(first) as api:
+    # Past half the window already, but with one prompt Gemini has nothing to cut
+    # before while the model calls tools: no compression, so no checkpoint either.
+    # (The last reply is small: a resumed Gemini starts counting afresh, which the
+    # transcript cannot show, and gitwal would secure the log once more there.)
+    with FakeGemini(first, tokens=lambda req: 100 if len(req.function_responses()) == 2
+                    else 600_000) as api:
         cli = GeminiCli(gemini_bin, tmp_path / "home", api.url)
         cli.trust(repo)
         out = cli.run(repo, "Write two files.")
+        assert not [r for r in api.requests if "distilling chat history" in r.all_text()]
     assert out.returncode == 0, out.stderr[-3000:]
     assert "checkpoint" not in [r["type"] for r in records(repo, env)]
 
