@@ -172,3 +172,31 @@ def test_replace_with_allow_multiple_and_through_a_fallback_is_predicted(repo: P
     assert [i["status"] for i in got] == ["committed", "committed"]
     assert [i["post"] for i in got] == [[b] for b in blobs]  # exact predictions
     assert not [x for x in wal_log(repo, RUN) if x["type"] == "unlogged"]
+
+
+@pytest.mark.slow
+def test_write_file_with_escapes_is_predicted_from_the_transcripts_model(
+        repo: Path, tmp_path: Path) -> None:
+    transcript = tmp_path / "session.jsonl"
+    transcript.write_text(json.dumps({"id": "r1", "type": "gemini", "content": "",
+                                      "model": "gemini-2.5-flash",
+                                      "tokens": {"input": 10}}) + "\n")
+    code = 'print("a\\n")\n'
+
+    def call(name: str) -> None:
+        tool_input = {"file_path": str(repo / name), "content": code}
+        for event in ("BeforeTool", "AfterTool"):
+            payload = {**tool(repo, event, "write_file", tool_input),
+                       "transcript_path": str(transcript)}
+            assert run_hook(repo, "gemini", payload).code == 0
+            if event == "BeforeTool":
+                (repo / name).write_text(code)  # what Gemini writes for gemini-2.5-flash
+
+    call("p.py")
+    # With tools.disableLLMCorrection false, Gemini may have a model rewrite it.
+    (repo / ".gemini").mkdir()
+    (repo / ".gemini" / "settings.json").write_text(
+        json.dumps({"tools": {"disableLLMCorrection": False}}))
+    call("q.py")
+    blob = git(repo, "hash-object", "--stdin", input=code.encode()).strip()
+    assert [i["post"] for i in intents(repo)] == [[blob], ["unknown"]]

@@ -27,12 +27,14 @@ model: the exec intent records that directory, its commit that exit code.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from ..errors import ToolRefused
-from . import common, gemini_compress, gemini_edit
+from . import common, gemini_compress, gemini_edit, gemini_trust
 from .call import Call
 from .engine import (
     Action,
@@ -77,18 +79,45 @@ def call_of(payload: Mapping[str, Any]) -> Call:
 
 
 def post_image(tool: str, pre: bytes | None, tool_input: Mapping[str, Any],
-               path: str) -> bytes | None:
+               path: str, payload: Mapping[str, Any] | None = None) -> bytes | None:
     """What Gemini CLI writes (gemini_edit): ``write_file`` the content, ``replace``
     its matching rules; ToolRefused where that cannot be known in advance."""
     if tool == "write_file":
         content = tool_input.get("content")
         if not isinstance(content, str):
             raise ToolRefused("write_file: content must be a string")
-        return gemini_edit.write_post(pre, content, path)
+        keeps = (gemini_edit.has_escapes(content, path) and payload is not None
+                 and gemini_edit.keeps_escapes(reply_model(payload), llm_correction(payload)))
+        return gemini_edit.write_post(pre, content, path, keeps)
     old, new = tool_input.get("old_string"), tool_input.get("new_string")
     if not isinstance(old, str) or not isinstance(new, str):
         raise ToolRefused("replace: old_string and new_string must be strings")
     return gemini_edit.replace_post(pre, old, new, tool_input.get("allow_multiple") is True)
+
+
+def reply_model(payload: Mapping[str, Any]) -> str | None:
+    """The model of the newest reply in the session's transcript: the one whose call
+    this is."""
+    transcript = payload.get("transcript_path")
+    found = gemini_compress.last_reply(Path(transcript)) if isinstance(transcript, str) \
+        and transcript else None
+    return found[1] if found else None
+
+
+def llm_correction(payload: Mapping[str, Any]) -> bool:
+    """``tools.disableLLMCorrection`` set to false (user settings, then the project's)."""
+    cwd = payload.get("cwd")
+    files = [gemini_trust.home(dict(os.environ)) / ".gemini" / "settings.json"]
+    if isinstance(cwd, str) and cwd:
+        files.append(Path(cwd) / ".gemini" / "settings.json")
+    disabled = True
+    for f in files:
+        data, _ = gemini_trust.read(f)
+        tools = data.get("tools") if isinstance(data, dict) else None
+        flag = tools.get("disableLLMCorrection") if isinstance(tools, dict) else None
+        if isinstance(flag, bool):
+            disabled = flag
+    return not disabled
 
 
 _EXIT = re.compile(r"^Exit Code: (-?\d+)$", re.MULTILINE)
@@ -133,7 +162,7 @@ def action(event: str, payload: Mapping[str, Any]) -> Action:
             def bind(rel: Sequence[str]) -> Compute:
                 def compute(pre: tuple[bytes | None, ...]) -> tuple[bytes | None, ...]:
                     try:
-                        return (post_image(name, pre[0], tool_input, rel[0]),)
+                        return (post_image(name, pre[0], tool_input, rel[0], payload),)
                     except UnicodeDecodeError:
                         raise ToolRefused(f"{name}: {rel[0]} is not UTF-8 text") from None
                 return compute

@@ -31,7 +31,7 @@ import re
 
 from ..errors import ToolRefused
 
-__all__ = ["replace_post", "write_post"]
+__all__ = ["has_escapes", "keeps_escapes", "replace_post", "write_post"]
 
 # ECMAScript WhiteSpace + LineTerminator: what String.prototype.trim and \s mean.
 JS_SPACE = ("\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
@@ -234,13 +234,30 @@ def replace_post(pre: bytes | None, old: str, new: str, multiple: bool) -> bytes
     return (_crlf(out) if "\r\n" in original else out).encode("utf-8")
 
 
-_ESCAPES = re.compile(r"\\[nrt'\"`\\\n]")
+_ESCAPES = re.compile(r"\\[nrt'\"`\\\n]")  # what Gemini's unescaping would change
 
 
-def write_post(pre: bytes | None, content: str, path: str) -> bytes:
-    """The bytes ``write_file`` leaves. Content with backslash escapes may be
-    unescaped first, depending on the model in use: not predictable here."""
-    if os.path.splitext(path)[1].lower() not in JSON_LIKE and _ESCAPES.search(content):
+def has_escapes(content: str, path: str) -> bool:
+    """Whether Gemini may rewrite ``content`` before writing it: it unescapes
+    backslash sequences (outside JSON files) for some models."""
+    return os.path.splitext(path)[1].lower() not in JSON_LIKE and bool(_ESCAPES.search(content))
+
+
+def keeps_escapes(model: str | None, llm_correction: bool) -> bool:
+    """Whether Gemini writes content with escapes as given: it unescapes it only for
+    a ``gemini-*`` model that is neither Gemini 2 nor 3 (older ones), and with
+    ``tools.disableLLMCorrection: false`` asks a model to correct it instead."""
+    if llm_correction or not model:
+        return False
+    return (re.match(r"gemini-2(\.|$)", model) is not None
+            or re.match(r"gemini-3(\.|-|$)", model) is not None
+            or not model.startswith("gemini-"))
+
+
+def write_post(pre: bytes | None, content: str, path: str, keeps: bool = False) -> bytes:
+    """The bytes ``write_file`` leaves; ``keeps``: content with escapes is written as
+    given (keeps_escapes), else such content is not predictable here."""
+    if not keeps and has_escapes(content, path):
         raise ToolRefused("write_file: content with backslash escapes may be rewritten "
                           "by Gemini CLI, depending on the model")
     original = pre.decode("utf-8", "replace") if pre is not None else ""  # as Node reads it
