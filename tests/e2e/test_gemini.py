@@ -258,3 +258,28 @@ def test_an_untrusted_folder_runs_no_hook_and_doctor_says_so(gemini_bin: Path,
     assert not check["ok"] and "--skip-trust" in check["detail"] + check["fix"]
     cli.trust(repo)
     assert folder_trust()["ok"]
+
+
+@pytest.mark.slow
+def test_several_calls_in_one_reply_are_logged_one_after_the_other(gemini_bin: Path,
+                                                                   tmp_path: Path) -> None:
+    env = sealed_env(tmp_path / "home")
+    repo = make_project(tmp_path / "repo", {"calc.py": SOURCE}, env)
+    script = Steps([
+        [Call("write_file", {"file_path": str(repo / "a.txt"), "content": "a\n"}),
+         Call("write_file", {"file_path": str(repo / "b.txt"), "content": "b\n"}),
+         Call("run_shell_command", {"command": "echo c > c.txt"})],
+        [Text("Done.")],
+    ])
+    with FakeGemini(script) as api:
+        cli = GeminiCli(gemini_bin, tmp_path / "home", api.url)
+        cli.trust(repo)
+        out = cli.run(repo, "Three at once.")
+    assert out.returncode == 0, out.stderr[-3000:]
+    recs = [r for r in records(repo, env) if r["type"] != "plan"]
+    assert [r["type"] for r in recs] == ["intent", "commit"] * 3
+    assert [r["args"]["agent"]["tool"] for r in recs[::2]] == [
+        "write_file", "write_file", "run_shell_command"]
+    assert [r["target"] for r in recs[:4:2]] == [["a.txt"], ["b.txt"]]
+    assert all(recs[i + 1]["intent"] == recs[i]["lsn"] for i in range(0, 6, 2))
+    assert (repo / "c.txt").read_text() == "c\n"
