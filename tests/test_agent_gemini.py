@@ -200,3 +200,24 @@ def test_write_file_with_escapes_is_predicted_from_the_transcripts_model(
     call("q.py")
     blob = git(repo, "hash-object", "--stdin", input=code.encode()).strip()
     assert [i["post"] for i in intents(repo)] == [[blob], ["unknown"]]
+
+
+@pytest.mark.slow
+def test_pre_compress_compares_the_tree_as_a_tool_call_does(repo: Path) -> None:
+    git(repo, "config", "wal.agent.treeCheckLimit", "0")  # never walk the whole tree per call
+    new = {"file_path": str(repo / "n.txt"), "content": "n\n"}
+    assert run_hook(repo, "gemini", tool(repo, "BeforeTool", "write_file", new)).code == 0
+    (repo / "n.txt").write_text("n\n")
+    assert run_hook(repo, "gemini", tool(repo, "AfterTool", "write_file", new)).code == 0
+    (repo / "stray.txt").write_text("made by something gitwal does not hook\n")
+
+    def unlogged() -> list[Any]:
+        return [x for x in wal_log(repo, RUN) if x["type"] == "unlogged"]
+    # Before every model request: not a walk of the tree (too big by the limit) ...
+    assert run_hook(repo, "gemini", gemini(repo, "PreCompress", trigger="auto")).code == 0
+    assert unlogged() == []
+    # ... which the end of the turn does, whatever its size.
+    assert run_hook(repo, "gemini", gemini(repo, "AfterAgent", prompt="p",
+                                           prompt_response="r")).code == 0
+    [found] = unlogged()
+    assert "stray.txt" in json.dumps(found)

@@ -40,8 +40,8 @@ def test_session_events() -> None:
     assert act("SessionStart") == SessionStart("startup")
     # Fired before every model request with trigger "auto": settled quietly.
     assert fixture("PreCompress")["trigger"] == "auto"
-    assert isinstance(act("PreCompress"), TurnEnd)
-    assert isinstance(act("AfterAgent"), TurnEnd)
+    assert act("PreCompress") == TurnEnd(whole_tree=False)  # as at a tool call
+    assert act("AfterAgent") == TurnEnd()  # the whole tree
 
 
 @pytest.mark.parametrize("tool, pre, post", [

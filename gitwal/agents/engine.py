@@ -93,7 +93,14 @@ class PreCompact:
 
 @dataclass(frozen=True)
 class TurnEnd:
-    """The agent finished a turn (Stop): settle and check the tree."""
+    """The agent finished a turn (Stop): settle and check the tree.
+
+    ``whole_tree`` False: a point between two model requests (Gemini's
+    PreCompress), where the tree is compared as at a tool call
+    (``wal.agent.treeCheck``), not walked whatever its size.
+    """
+
+    whole_tree: bool = True
 
 
 @dataclass(frozen=True)
@@ -334,9 +341,10 @@ def _perform(session: Session, action: Action, event: str) -> Reply:
     run = session.wal.run(session.run_id)
     if isinstance(action, PreCompact):
         return _pre_compact(session, run, action)
-    # TurnEnd: the turn is over; compare the whole tree whatever its size.
-    out = session.external(run, shell=True).settle(event, session.config.open_wait,
-                                                   keep_in_doubt=True)
+    # TurnEnd: the turn is over, so compare the whole tree whatever its size (unless
+    # this is only a pause between two model requests: whole_tree False).
+    out = session.external(run, shell=action.whole_tree).settle(
+        event, session.config.open_wait, keep_in_doubt=True)
     return Reply(outcome=out)
 
 

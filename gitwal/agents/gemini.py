@@ -185,7 +185,7 @@ def action(event: str, payload: Mapping[str, Any]) -> Action:
         # ignores a PreCompress reply, so it is never answered by a block.
         if payload.get("trigger") == "manual" or gemini_compress.about_to_compress(payload):
             return PreCompact("auto")
-        return TurnEnd()
+        return TurnEnd(whole_tree=False)
     if event == "AfterAgent":
         return TurnEnd()
     return Ignore(f"event {event!r} is not handled")
