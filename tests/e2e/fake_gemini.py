@@ -11,9 +11,9 @@ offers tools (a turn of the agent loop) and returns the parts of its reply
 
 ``tokens(request)`` is the prompt token count a reply reports (Gemini
 compresses its history when it nears the context window). Every request is
-recorded in order; ``notify`` names a file that gets one line
-per request as it arrives, so a test can wait on it (a pipe or a file, never a
-sleep). Standard library only; the server runs in a daemon thread.
+recorded in order, and each one wakes ``wait_for``, so a test orders its
+steps on what Gemini sent (never on a sleep). Standard library only; the
+server runs in a daemon thread.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 
@@ -113,7 +112,6 @@ def _response(parts: list[dict[str, Any]], model: str, finish: str | None,
 class _State:
     script: Script
     side: SideScript
-    notify: Path | None
     tokens: Tokens
     lock: threading.Lock = field(default_factory=threading.Lock)
     changed: threading.Condition = field(default_factory=threading.Condition)
@@ -148,10 +146,6 @@ class _Handler(BaseHTTPRequestHandler):
         with st.changed:
             req = Request(len(st.requests), self.path, body)
             st.requests.append(req)
-            if st.notify is not None:
-                with st.notify.open("a") as f:
-                    f.write(json.dumps({"seq": req.seq, "path": req.path,
-                                        "main": req.is_main}) + "\n")
             st.changed.notify_all()
         return req
 
@@ -202,9 +196,9 @@ class FakeGemini:
     """The scripted Gemini API, serving in a background thread while in use."""
 
     def __init__(self, script: Script, *, side: SideScript = _default_side,
-                 notify: Path | None = None, tokens: Tokens = lambda _req: 100) -> None:
+                 tokens: Tokens = lambda _req: 100) -> None:
         self._server = _Server(("127.0.0.1", 0), _Handler)
-        self._server.state = _State(script, side, notify, tokens)
+        self._server.state = _State(script, side, tokens)
         self._thread = threading.Thread(target=self._server.serve_forever,
                                         name="fake-gemini", daemon=True)
 

@@ -8,6 +8,7 @@ harness.
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -283,3 +284,47 @@ def test_several_calls_in_one_reply_are_logged_one_after_the_other(gemini_bin: P
     assert [r["target"] for r in recs[:4:2]] == [["a.txt"], ["b.txt"]]
     assert all(recs[i + 1]["intent"] == recs[i]["lsn"] for i in range(0, 6, 2))
     assert (repo / "c.txt").read_text() == "c\n"
+
+
+@pytest.mark.slow
+def test_killed_while_waiting_for_the_model_then_resumed(gemini_bin: Path,
+                                                         tmp_path: Path) -> None:
+    env = sealed_env(tmp_path / "home")
+    repo = make_project(tmp_path / "repo", {"calc.py": SOURCE}, env)
+    calc = str(repo / "calc.py")
+    released = threading.Event()
+
+    def first(req: Request) -> list[Call | Text]:
+        if not req.function_responses():
+            return [Call("replace", {"file_path": calc, "old_string": "return 0",
+                                     "new_string": "return None", "instruction": "x"})]
+        # The next turn is never answered: Gemini is killed while it waits for it.
+        released.wait(WAIT)
+        return [Text("Too late.")]
+
+    with FakeGemini(first) as api:
+        cli = GeminiCli(gemini_bin, tmp_path / "home", api.url)
+        cli.trust(repo)
+        proc = cli.start(repo, "Edit calc.py.", log=tmp_path / "first.log")
+        try:
+            assert api.wait_for(lambda reqs: any(r.function_responses() for r in reqs
+                                                 if r.is_main), WAIT), "no second turn"
+            sigkill(proc)
+        finally:
+            released.set()
+    edited = SOURCE.replace("return 0", "return None")
+    assert (repo / "calc.py").read_text() == edited
+    [row] = json.loads(git_wal(repo, "runs", "--json", env=env).stdout)
+    run = str(row["run"])
+    recs = records(repo, env)
+    assert [r["type"] for r in recs] == ["plan", "intent", "commit"]  # closed before the kill
+
+    with FakeGemini(lambda req: [Text("Nothing left to do.")]) as api:
+        cli = GeminiCli(gemini_bin, tmp_path / "home", api.url)
+        out = cli.run(repo, "continue", resume="latest")
+        first_request = api.main_requests[0]
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert is_resume_prompt(first_request, run), first_request.user_texts()
+    assert (repo / "calc.py").read_text() == edited
+    assert [r["type"] for r in records(repo, env)][:3] == ["plan", "intent", "commit"]
+    assert git_wal(repo, "status", "--run", run, env=env).returncode == 0
