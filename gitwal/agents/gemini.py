@@ -6,7 +6,9 @@ handlers shape (``timeout`` in milliseconds). Every payload carries
 ``session_id``, ``transcript_path``, ``cwd``, ``hook_event_name`` and
 ``timestamp``; ``BeforeTool`` adds ``tool_name`` and ``tool_input``,
 ``AfterTool`` also ``tool_response`` (with ``error`` when the tool failed),
-``SessionStart`` ``source``, ``PreCompress`` ``trigger``.
+``SessionStart`` ``source``, ``PreCompress`` ``trigger``, ``AfterAgent``
+``prompt``, ``prompt_response`` and ``stop_hook_active`` (as Gemini CLI
+0.61.0 sends them: tests/fixtures/gemini-0.61.0/).
 
 Tool payloads carry no call id: the call is identified by a digest of the
 session, the tool and its input, which ``BeforeTool`` and ``AfterTool``
