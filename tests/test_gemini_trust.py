@@ -15,7 +15,9 @@ def setup(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
     home, top = tmp_path / "home", tmp_path / "work" / "project"
     (home / ".gemini").mkdir(parents=True)
     top.mkdir(parents=True)
-    return home, top, {"HOME": str(home), "GEMINI_CLI_HOME": str(home)}
+    system = tmp_path / "etc" / "settings.json"  # not the machine's /etc/gemini-cli
+    return home, top, {"HOME": str(home), "GEMINI_CLI_HOME": str(home),
+                       "GEMINI_CLI_SYSTEM_SETTINGS_PATH": str(system)}
 
 
 def folders(home: Path, rules: dict[str, str]) -> None:
@@ -87,3 +89,24 @@ def test_user_scope_has_no_folder_check(tmp_path: Path) -> None:
     assert [c.name for c in checks(top, "user", OURS, env)] == ["hooks enabled"]
     assert [c.name for c in checks(top, "project", OURS, env)] == ["folder trust",
                                                                     "hooks enabled"]
+
+
+def test_system_settings_weigh_most_and_system_defaults_least(tmp_path: Path) -> None:
+    home, top, env = setup(tmp_path)
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    (top / ".gemini").mkdir()
+    (top / ".gemini" / "settings.json").write_text(json.dumps({"hooksConfig": {"enabled": True}}))
+    (etc / "settings.json").write_text(json.dumps({"hooksConfig": {"enabled": False}}))
+    c = hooks_enabled(top, env, OURS)
+    assert not c.ok and str(etc / "settings.json") in c.detail
+    (etc / "settings.json").write_text("{}")
+    (etc / "system-defaults.json").write_text(
+        json.dumps({"security": {"folderTrust": {"enabled": False}},
+                    "hooksConfig": {"disabled": ["gitwal-BeforeTool"]}}))
+    assert trust(top, env).ok  # folder trust off by default, here
+    (home / ".gemini" / "settings.json").write_text(
+        json.dumps({"security": {"folderTrust": {"enabled": True}}}))
+    assert not trust(top, env).ok  # the user's settings win over the defaults
+    c = hooks_enabled(top, env, OURS)
+    assert not c.ok and "BeforeTool" in c.detail  # lists are joined across files

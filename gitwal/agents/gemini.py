@@ -107,19 +107,12 @@ def reply_model(payload: Mapping[str, Any]) -> str | None:
 
 
 def llm_correction(payload: Mapping[str, Any]) -> bool:
-    """``tools.disableLLMCorrection`` set to false (user settings, then the project's)."""
+    """``tools.disableLLMCorrection`` set to false in Gemini's settings."""
     cwd = payload.get("cwd")
-    files = [gemini_trust.home(dict(os.environ)) / ".gemini" / "settings.json"]
-    if isinstance(cwd, str) and cwd:
-        files.append(Path(cwd) / ".gemini" / "settings.json")
-    disabled = True
-    for f in files:
-        data, _ = gemini_trust.read(f)
-        tools = data.get("tools") if isinstance(data, dict) else None
-        flag = tools.get("disableLLMCorrection") if isinstance(tools, dict) else None
-        if isinstance(flag, bool):
-            disabled = flag
-    return not disabled
+    top = Path(cwd) if isinstance(cwd, str) and cwd else None
+    value, _ = gemini_trust.setting(gemini_trust.layers(top, os.environ),
+                                    "tools", "disableLLMCorrection")
+    return value is False
 
 
 _EXIT = re.compile(r"^Exit Code: (-?\d+)$", re.MULTILINE)

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .gemini_trust import home, read
+from .gemini_trust import layers, setting
 
 __all__ = ["about_to_compress"]
 
@@ -108,14 +108,11 @@ def prompts(transcript: Path, enough: int = 2) -> int:
 
 
 def threshold(cwd: Path, env: Mapping[str, str]) -> float:
-    value: Any = None
-    for f in (home(dict(env)) / ".gemini" / "settings.json", cwd / ".gemini" / "settings.json"):
-        data, _ = read(f)
-        model = data.get("model") if isinstance(data, dict) else None
-        got = model.get("compressionThreshold") if isinstance(model, dict) else None
-        if isinstance(got, (int, float)) and not isinstance(got, bool):
-            value = got  # the project's settings win
-    return float(value) if value else DEFAULT_THRESHOLD
+    """``model.compressionThreshold`` as Gemini's settings layers give it."""
+    value, _ = setting(layers(cwd, env), "model", "compressionThreshold")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value:
+        return float(value)
+    return DEFAULT_THRESHOLD
 
 
 def about_to_compress(payload: Mapping[str, Any], env: Mapping[str, str] | None = None) -> bool:

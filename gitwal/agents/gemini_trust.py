@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .jsonc import strip_comments
 
-__all__ = ["Check", "checks", "home", "read"]
+__all__ = ["Check", "checks", "home", "layers", "read", "setting"]
 
 TRUST_FIX = ("run gemini here and choose \"Trust folder\" (or add the folder to "
              "trustedFolders.json as TRUST_FOLDER); --skip-trust does not load project hooks")
@@ -66,6 +68,28 @@ def _get(data: Any, *keys: str) -> Any:
     return data
 
 
+def layers(top: Path | None, env: Mapping[str, str]) -> list[Path]:
+    """Gemini's settings files, weakest first: system defaults, user, the project's
+    (``top``; Gemini reads it only in a trusted folder), system."""
+    system = Path(env.get("GEMINI_CLI_SYSTEM_SETTINGS_PATH") or (
+        "/Library/Application Support/GeminiCli/settings.json" if sys.platform == "darwin"
+        else "/etc/gemini-cli/settings.json"))
+    defaults = Path(env.get("GEMINI_CLI_SYSTEM_DEFAULTS_PATH")
+                    or system.parent / "system-defaults.json")
+    project = [top / ".gemini" / "settings.json"] if top is not None else []
+    return [defaults, home(dict(env)) / ".gemini" / "settings.json", *project, system]
+
+
+def setting(files: list[Path], *keys: str) -> tuple[Any, Path | None]:
+    """The value the strongest file that sets ``keys`` gives, and that file."""
+    found: tuple[Any, Path | None] = (None, None)
+    for f in files:
+        value = _get(read(f)[0], *keys)
+        if value is not None:
+            found = (value, f)
+    return found
+
+
 def _real(p: str) -> Path:
     try:
         return Path(os.path.realpath(p)) if os.path.exists(p) else Path(os.path.normpath(p))
@@ -83,10 +107,10 @@ def trust(top: Path, env: dict[str, str]) -> Check:
     if env.get("GEMINI_CLI_TRUST_WORKSPACE") == "true":
         return Check(name, True, "trusted by GEMINI_CLI_TRUST_WORKSPACE=true in this "
                      "environment (only where gemini is started with it)")
-    settings_path = home(env) / ".gemini" / "settings.json"
-    settings, error = read(settings_path)
-    if _get(settings, "security", "folderTrust", "enabled") is False:
-        return Check(name, True, f"folder trust is off ({settings_path}): gemini loads "
+    # Decided before the project's settings are read: they cannot turn it off.
+    enabled, where = setting(layers(None, env), "security", "folderTrust", "enabled")
+    if enabled is False:
+        return Check(name, True, f"folder trust is off ({where}): gemini loads "
                      ".gemini/settings.json in every folder")
     path = Path(env.get("GEMINI_CLI_TRUSTED_FOLDERS_PATH")
                 or home(env) / ".gemini" / "trustedFolders.json")
@@ -114,17 +138,14 @@ def trust(top: Path, env: dict[str, str]) -> Check:
 def hooks_enabled(top: Path, env: dict[str, str], ours: dict[str, str]) -> Check:
     """``ours``: event -> gitwal's handler command (its name is ``gitwal-<event>``)."""
     name = "hooks enabled"
-    files = [home(env) / ".gemini" / "settings.json", top / ".gemini" / "settings.json"]
-    enabled, where, disabled = True, "", []
-    for f in files:  # the project's settings override the user's
-        data, _ = read(f)
-        flag = _get(data, "hooksConfig", "enabled")
-        if isinstance(flag, bool):
-            enabled, where = flag, str(f)
-        listed = _get(data, "hooksConfig", "disabled")
+    files = layers(top, env)
+    enabled, where = setting(files, "hooksConfig", "enabled")
+    disabled: list[str] = []
+    for f in files:  # Gemini joins the lists of every file
+        listed = _get(read(f)[0], "hooksConfig", "disabled")
         if isinstance(listed, list):
             disabled += [str(x) for x in listed]
-    if not enabled:
+    if enabled is False:
         return Check(name, False, f"hooksConfig.enabled is false in {where}: gemini runs no "
                      "hook, so no call is logged", f"remove hooksConfig.enabled from {where}")
     off = sorted(e for e, c in ours.items() if f"gitwal-{e}" in disabled or c in disabled)
