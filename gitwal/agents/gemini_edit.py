@@ -44,7 +44,8 @@ _DELIMITERS = "():[]{}><="
 FUZZY_THRESHOLD = 0.1
 WHITESPACE_PENALTY = 0.1
 FUZZY_LIMIT = 4e8  # Gemini skips fuzzy matching above lines * len(old)**2
-FUZZY_BUDGET = 4_000_000  # distance cells gitwal computes before it gives up
+FUZZY_BUDGET = 20_000_000  # work units (a window, a distance column of 64 units)...
+WINDOW_COST = 64  # ... before gitwal gives up on reproducing a fuzzy match
 JSON_LIKE = (".json", ".ipynb", ".jsonc", ".json5")
 
 
@@ -140,23 +141,43 @@ def _code_units(s: str) -> list[int]:
 
 
 def levenshtein(a: str, b: str, budget: list[int]) -> int:
-    """Edit distance over UTF-16 code units; ``budget[0]`` counts down the cells."""
+    """Edit distance over UTF-16 code units, by the bit-parallel method (Myers,
+    Hyyrö): one column of the distance table is a pair of bit vectors (+1, -1
+    steps down it), advanced a character of ``b`` at a time with a few integer
+    operations. ``budget[0]`` counts those columns down."""
     x, y = _code_units(a), _code_units(b)
     if not x or not y:
         return len(x) or len(y)
-    budget[0] -= len(x) * len(y)
+    budget[0] -= len(y) * (1 + len(x) // 64)
     if budget[0] < 0:
         raise ToolRefused("replace: the fuzzy match is too large to reproduce here")
-    prev = list(range(len(y) + 1))
-    for i, cx in enumerate(x, 1):
-        cur = [i]
-        for j, cy in enumerate(y, 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (cx != cy)))
-        prev = cur
-    return prev[-1]
+    full = (1 << len(x)) - 1
+    top = 1 << (len(x) - 1)
+    peq: dict[int, int] = {}
+    for i, c in enumerate(x):
+        peq[c] = peq.get(c, 0) | (1 << i)
+    pv, mv, score = full, 0, len(x)
+    for c in y:
+        eq = peq.get(c, 0)
+        xv = eq | mv
+        xh = (((eq & pv) + pv) ^ pv) | eq
+        ph = (mv | ~(xh | pv)) & full
+        mh = pv & xh
+        if ph & top:
+            score += 1
+        elif mh & top:
+            score -= 1
+        ph = ((ph << 1) | 1) & full  # the table's first row grows by one per column
+        mh = (mh << 1) & full
+        pv = (mh | ~(xv | ph)) & full
+        mv = ph & xv
+    return score
 
 
-def fuzzy(text: str, raw_old: str, old: str, new: str) -> tuple[str, int] | None:
+def fuzzy(text: str, raw_old: str, old: str, new: str,
+          work: int = FUZZY_BUDGET) -> tuple[str, int] | None:
+    """``work``: how much gitwal computes (windows, distance columns) before it gives
+    up with ToolRefused, so that a hook stays quick where Gemini would search long."""
     if units(raw_old) < 10:
         return None
     source = lines_of(text)
@@ -169,14 +190,25 @@ def fuzzy(text: str, raw_old: str, old: str, new: str) -> tuple[str, int] | None
     if size == 0:  # every score is NaN or Infinity in JavaScript: no candidate
         return None
     squeezed = re.sub(_WS, "", block)
-    budget = [FUZZY_BUDGET]
+    budget = [work]
     found: list[tuple[float, int]] = []
     for i in range(len(source) - n + 1):
+        budget[0] -= WINDOW_COST
+        if budget[0] < 0:
+            raise ToolRefused("replace: the fuzzy match is too large to reproduce here")
         window = "\n".join(x.rstrip(JS_SPACE) for x in source[i:i + n])
         if abs(units(window) - size) / size > FUZZY_THRESHOLD / WHITESPACE_PENALTY:
             continue
+        # Dropping whitespace never lengthens an edit script, so the weighted distance
+        # is at least the whitespace-free one, which is at least the length gap: a
+        # window beyond 10 % on either could never score, and is skipped early.
+        bare = re.sub(_WS, "", window)
+        if 10 * abs(units(bare) - units(squeezed)) > size:
+            continue
+        norm = levenshtein(bare, squeezed, budget)
+        if 10 * norm > size:
+            continue
         raw = levenshtein(window, block, budget)
-        norm = levenshtein(re.sub(_WS, "", window), squeezed, budget)
         score = (norm + (raw - norm) * WHITESPACE_PENALTY) / size
         if score <= FUZZY_THRESHOLD:
             found.append((score, i))
