@@ -6,6 +6,8 @@ the same input (checked against its bundle with node).
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from gitwal.agents import gemini_edit as ge
@@ -121,3 +123,25 @@ def test_the_fuzzy_work_is_bounded() -> None:
     assert ge.fuzzy(text, "abcdefghiX", "abcdefghiX", "z") is not None
     with pytest.raises(ToolRefused, match="too large"):
         ge.fuzzy(text, "abcdefghiX", "abcdefghiX", "z", work=50_000)
+
+
+def test_the_bit_parallel_distance_is_the_textbook_one() -> None:
+    def table(a: list[bytes], b: list[bytes]) -> int:
+        prev = list(range(len(b) + 1))
+        for i, ca in enumerate(a, 1):
+            cur = [i]
+            for j, cb in enumerate(b, 1):
+                cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+            prev = cur
+        return prev[-1]
+
+    def code_units(s: str) -> list[bytes]:
+        raw = s.encode("utf-16-le", "surrogatepass")
+        return [raw[i:i + 2] for i in range(0, len(raw), 2)]
+
+    rnd = random.Random(7)
+    for n in range(2000):
+        size = 150 if n % 10 == 0 else 12  # past one 64-bit word now and then
+        a, b = ("".join(rnd.choice("ab c\n\U0001f600") for _ in range(rnd.randint(0, size)))
+                for _ in range(2))
+        assert ge.levenshtein(a, b, [10**9]) == table(code_units(a), code_units(b)), (a, b)
