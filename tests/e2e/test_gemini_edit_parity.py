@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -61,8 +60,7 @@ def gemini_edit_js(bundle: Path) -> str:
     literal = section(text, "function safeLiteralReplace(", "\n}\n") + "\n}\n"
     edit = section(text, EDIT_START, "\nvar EditToolInvocation = class")
     fuzzy = section(text, "\nfunction stripWhitespace(", "\n// packages/core/src/tools/")
-    helpers = re.findall(r"import_fast_levenshtein\b", edit + fuzzy)
-    assert helpers, "the fuzzy match no longer uses fast-levenshtein"
+    assert "import_fast_levenshtein" in fuzzy, "the fuzzy match no longer uses fast-levenshtein"
     return "\n".join([PRELUDE, lev,
                       "var import_fast_levenshtein = { default: require_levenshtein() };",
                       literal, edit, fuzzy, DRIVER])
