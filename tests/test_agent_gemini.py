@@ -221,3 +221,16 @@ def test_pre_compress_compares_the_tree_as_a_tool_call_does(repo: Path) -> None:
                                            prompt_response="r")).code == 0
     [found] = unlogged()
     assert "stray.txt" in json.dumps(found)
+
+
+def test_before_agent_starts_a_turn_each_step_carries(repo: Path) -> None:
+    for n, name in ((1, "a.txt"), (2, "b.txt")):
+        r = run_hook(repo, "gemini", gemini(repo, "BeforeAgent", prompt=f"prompt {n}"))
+        assert (r.code, r.out) == (0, ""), r.err
+        new = {"file_path": str(repo / name), "content": f"{n}\n"}
+        assert run_hook(repo, "gemini", tool(repo, "BeforeTool", "write_file", new)).code == 0
+        (repo / name).write_text(f"{n}\n")
+        assert run_hook(repo, "gemini", tool(repo, "AfterTool", "write_file", new)).code == 0
+    assert [i["args"]["agent"]["turn"] for i in intents(repo)] == ["1", "2"]
+    ok(repo, "undo", "--run", RUN, "--turn", "1")
+    assert not (repo / "a.txt").exists() and (repo / "b.txt").read_text() == "2\n"

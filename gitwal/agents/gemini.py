@@ -48,6 +48,7 @@ from .engine import (
     SessionStart,
     ShellStep,
     TurnEnd,
+    TurnStart,
 )
 
 AGENT = "gemini-cli"
@@ -59,6 +60,7 @@ EVENTS: dict[str, str | None] = {
     "BeforeTool": MATCHER,
     "AfterTool": MATCHER,
     "SessionStart": None,
+    "BeforeAgent": None,
     "PreCompress": None,
     "AfterAgent": None,
 }
@@ -181,6 +183,8 @@ def action(event: str, payload: Mapping[str, Any]) -> Action:
         if payload.get("trigger") == "manual" or gemini_compress.about_to_compress(payload):
             return PreCompact("auto")
         return TurnEnd(whole_tree=False)
+    if event == "BeforeAgent":  # once per user prompt (its prompt_id): a new turn
+        return TurnStart()
     if event == "AfterAgent":
         return TurnEnd()
     return Ignore(f"event {event!r} is not handled")
