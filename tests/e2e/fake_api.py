@@ -26,6 +26,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from .serving import Serving
+
 # -- what the scripted model says ----------------------------------------------
 
 
@@ -306,7 +308,7 @@ class _Server(ThreadingHTTPServer):
     state: _State
 
 
-class FakeApi:
+class FakeApi(Serving[Request]):
     """The scripted API, serving in a background thread while in use.
 
     ``latency`` delays every agent-loop reply by that many seconds (a model's
@@ -316,31 +318,11 @@ class FakeApi:
     ...     env = {"ANTHROPIC_BASE_URL": api.url}
     """
 
+    NAME = "fake-api"
+
     def __init__(self, script: Script, *, side: SideScript = _default_side,
                  log_path: Path | None = None, latency: float = 0.0) -> None:
-        self._server = _Server(("127.0.0.1", 0), _Handler)
-        self._server.state = _State(script, side, log_path, latency)
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        name="fake-api", daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def __enter__(self) -> FakeApi:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=10)
-
-    @property
-    def requests(self) -> list[Request]:
-        with self._server.state.changed:
-            return list(self._server.state.requests)
+        super().__init__(_Server, _Handler, _State(script, side, log_path, latency))
 
     @property
     def main_requests(self) -> list[Request]:
@@ -349,22 +331,5 @@ class FakeApi:
     @property
     def emitted(self) -> list[ToolUse]:
         """Every tool use the scripted model sent, with the id it was given."""
-        with self._server.state.lock:
-            return list(self._server.state.emitted)
-
-    @property
-    def errors(self) -> list[str]:
-        """Exceptions raised by the script (each was answered with a 400)."""
-        return list(self._server.state.errors)
-
-    def wait_for(self, predicate: Callable[[list[Request]], bool], timeout: float) -> bool:
-        """Block until ``predicate(requests)`` holds; False on time-out."""
-        st = self._server.state
-        deadline = time.monotonic() + timeout
-        with st.changed:
-            while not predicate(st.requests):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                st.changed.wait(left)
-        return True
+        with self.state.lock:
+            return list(self.state.emitted)

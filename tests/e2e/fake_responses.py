@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from .serving import Serving
 
 # -- what the scripted model says ----------------------------------------------
 
@@ -219,49 +220,15 @@ class _Server(ThreadingHTTPServer):
     state: _State
 
 
-class FakeResponses:
+class FakeResponses(Serving[Request]):
     """The scripted Responses API, serving in a background thread while in use."""
 
+    NAME = "fake-responses"
+    URL_PATH = "/v1"
+
     def __init__(self, script: Script, *, signal_dir: Path | None = None) -> None:
-        self._server = _Server(("127.0.0.1", 0), _Handler)
-        self._server.state = _State(script, signal_dir)
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        name="fake-responses", daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
-
-    def __enter__(self) -> FakeResponses:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=10)
-
-    @property
-    def requests(self) -> list[Request]:
-        with self._server.state.changed:
-            return list(self._server.state.requests)
+        super().__init__(_Server, _Handler, _State(script, signal_dir))
 
     @property
     def model_requests(self) -> list[Request]:
         return [r for r in self.requests if r.is_responses]
-
-    @property
-    def errors(self) -> list[str]:
-        return list(self._server.state.errors)
-
-    def wait_for(self, predicate: Callable[[list[Request]], bool], timeout: float) -> bool:
-        st = self._server.state
-        deadline = time.monotonic() + timeout
-        with st.changed:
-            while not predicate(st.requests):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                st.changed.wait(left)
-        return True
