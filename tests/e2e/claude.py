@@ -51,10 +51,12 @@ class Outcome:
         return data
 
 
-def sealed_env(home: Path) -> dict[str, str]:
-    """The environment without the host's git, gitwal or Claude Code settings."""
+def sealed_env(home: Path, agent: tuple[str, ...] = ("ANTHROPIC_", "CLAUDE")
+               ) -> dict[str, str]:
+    """The environment without the host's git, gitwal or agent settings (the
+    variables starting with one of ``agent``), git's identity fixed."""
     keep = {k: v for k, v in os.environ.items()
-            if not k.startswith(("ANTHROPIC_", "CLAUDE", "GIT_", "GITWAL_"))}
+            if not k.startswith((*agent, "GIT_", "GITWAL_"))}
     return {
         **keep,
         "HOME": str(home),

@@ -10,7 +10,6 @@ inherited ``GEMINI_*``/``GOOGLE_*`` variable is dropped.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -18,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .claude import VENV_BIN, cmd, git_wal
+from .claude import cmd, git_wal
+from .claude import sealed_env as claude_env
 
 MODEL = "gemini-2.5-flash"  # a model name, so no routing request is made
 
@@ -44,17 +44,7 @@ class Outcome:
 
 
 def sealed_env(home: Path) -> dict[str, str]:
-    keep = {k: v for k, v in os.environ.items()
-            if not k.startswith(("GEMINI_", "GOOGLE_", "GIT_", "GITWAL_"))}
-    return {
-        **keep,
-        "HOME": str(home),
-        "XDG_CONFIG_HOME": str(home / ".config"),
-        "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_AUTHOR_NAME": "Test", "GIT_AUTHOR_EMAIL": "test@example.com",
-        "GIT_COMMITTER_NAME": "Test", "GIT_COMMITTER_EMAIL": "test@example.com",
-    }
+    return claude_env(home, ("GEMINI_", "GOOGLE_"))
 
 
 class GeminiCli:
