@@ -34,7 +34,7 @@ from ..records.model import Checkpoint, Commit, Intent, Record, Unlogged, agent_
 from ..repository import wal_dir
 from ..run import Run
 from ..wal import Wal
-from . import turns
+from . import done, turns
 from .call import Call, Outcome
 from .context import resume_context
 from .external import External
@@ -93,7 +93,15 @@ class PreCompact:
 
 @dataclass(frozen=True)
 class TurnEnd:
-    """The agent finished a turn (Stop): settle and check the tree."""
+    """The agent finished a turn (Stop): settle and check the tree.
+
+    ``gate``: the agent lets this hook refuse the stop, so the turn ends only
+    with proof (done.py); ``continuing``: it goes on because a stop hook refused
+    its last stop (``stop_hook_active``); ``thread``: the subagent stopping."""
+
+    gate: bool = False
+    continuing: bool = False
+    thread: str | None = None
 
 
 @dataclass(frozen=True)
@@ -335,9 +343,13 @@ def _perform(session: Session, action: Action, event: str) -> Reply:
     if isinstance(action, PreCompact):
         return _pre_compact(session, run, action)
     # TurnEnd: the turn is over; compare the whole tree whatever its size.
-    out = session.external(run, shell=True).settle(event, session.config.open_wait,
-                                                   keep_in_doubt=True)
-    return Reply(outcome=out)
+    ext = session.external(run, shell=True)
+    out = ext.settle(event, session.config.open_wait, keep_in_doubt=True)
+    if not action.gate:
+        return Reply(outcome=out)
+    found = done.verdict(run, ext, done.DoneConfig.of(session.wal.repo), action.continuing,
+                         action.thread)
+    return Reply(block=found.block, warning=found.note, outcome=out)
 
 
 def _session_start(session: Session, action: SessionStart) -> Reply:
