@@ -280,7 +280,11 @@ def hook_trust(repo: Path, env: dict[str, str]) -> list[dict[str, Any]]:
 def test_a_hook_whose_trust_is_stale_is_skipped_by_codex_and_named_by_doctor(
         tmp_path: Path, codex_bin: Path) -> None:
     patch = "*** Begin Patch\n*** Update File: a.txt\n@@\n-{0}\n+{1}\n*** End Patch\n"
+    # The second reply ends the turn; gitwal's Stop hook refuses that once (the
+    # patch's change is unlogged: docs/agents.md, "Done only with proof"), and
+    # Codex asks again with the reason: the third reply.
     player = Player([CustomCall("apply_patch", patch.format("one", "two"))], [Message("ok")],
+                    [Message("a.txt is my patch's change.")],
                     [CustomCall("apply_patch", patch.format("two", "three"))])
     with FakeResponses(player) as api:
         codex = Codex(codex_bin, tmp_path / "home", api.url)
@@ -299,6 +303,8 @@ def test_a_hook_whose_trust_is_stale_is_skipped_by_codex_and_named_by_doctor(
         # PostToolUse hook saw it, and recorded the change as unlogged).
         assert codex.run(repo, "first").returncode == 0
         assert (repo / "a.txt").read_text() == "two\n"
+        told = api.model_requests[-1].all_text()
+        assert "changed with no logged step explaining them (a.txt)" in told, told[-2000:]
         recs = records(repo, env)
         assert not [r for r in recs if r["type"] == "intent"], recs
         assert [r["paths"] for r in recs if r["type"] == "unlogged"] == [["a.txt"]], recs
