@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from gitwal.agents.hook import can_refuse
+
 from .conftest import git
 from .test_agent_payloads import claude, claude_run, claude_tool, run_hook, wal_log
 
@@ -254,3 +256,15 @@ def test_codex_stop_is_gated_as_claude_codes(repo: Path) -> None:
     assert f"run codex-{payload['session_id']}" in r.err
     r = run_hook(repo, "codex", {**payload, "stop_hook_active": True})
     assert (r.code, r.err) == (0, ""), r.err
+
+
+def test_a_hook_that_crashed_refuses_a_tool_call_but_never_a_stop() -> None:
+    """What the hook server answers when handling a call raised (a bug)."""
+    def data(event: str) -> bytes:
+        return json.dumps({"hook_event_name": event, "session_id": "s"}).encode()
+
+    assert can_refuse("claude", data("PreToolUse")) and can_refuse("codex", data("PreCompact"))
+    assert not can_refuse("claude", data("Stop"))
+    assert not can_refuse("claude", data("SubagentStop"))
+    assert not can_refuse("codex", data("Stop"))
+    assert can_refuse("claude", b"not json") and can_refuse("nobody", data("Stop"))
