@@ -223,7 +223,17 @@ def test_a_failure_of_gitwal_never_refuses_the_stop(repo: Path) -> None:
 
 @pytest.mark.slow
 def test_subagent_stop_is_gated_for_its_own_thread(repo: Path) -> None:
+    counter = repo / ".git" / "check-runs"
+    git(repo, "config", "wal.done.check", f"echo run >> {counter}; exit 1")
     start(repo)
+    # Changes no step explains, and a failing check: the main agent's to hear about.
+    (repo / "b.txt").write_text("unlogged\n")
+    r = stop(repo, event="SubagentStop", agent_id="agent-7", agent_type="general-purpose")
+    assert (r.code, r.err) == (0, ""), r.err
+    assert runs_of(counter) == 0
+    r = stop(repo)
+    assert r.code == 2 and "(b.txt)" in r.err, r.err
+    git(repo, "config", "--unset", "wal.done.check")
     cmd = {"command": "echo made > made.txt", "description": "x"}
     assert run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Bash", cmd,
                                                 "toolu_b")).code == 0

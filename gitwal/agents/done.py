@@ -2,7 +2,7 @@
 
 At a turn-end hook that can refuse the stop (Claude Code ``Stop`` and
 ``SubagentStop``, Codex ``Stop``), after the run was settled (External.settle),
-the turn may end only when
+the turn may end only when (a subagent's: rule 1 only)
 
 1. no intent of the stopping thread is open (a shell step in doubt stays
    open at the end of a turn: nothing says whether it finished);
@@ -121,6 +121,7 @@ def verdict(run: Run, ext: External, config: DoneConfig, continuing: bool,
         return Verdict()
     path = state_path(run)
     state = State.load(path)
+    loaded = State.load(path)  # written back only when it changed: a stop is frequent
     who = thread or "main"
     if not continuing:
         state.refused.pop(who, None)  # a stop of its own: a new chain of refusals
@@ -131,20 +132,24 @@ def verdict(run: Run, ext: External, config: DoneConfig, continuing: bool,
     if open_ is not None:
         reasons.append(_open_reason(run, ext, open_))
         keys.append(f"open:{open_.lsn}")
-        state.told_open = [*state.told_open, open_.lsn][-32:]
-    fresh = _untold(records, state)
+        if open_.lsn not in state.told_open:
+            state.told_open = [*state.told_open, open_.lsn][-32:]
+    # A subagent answers to the main agent, which is told at its own stop: its
+    # stop is refused for its own open steps only (rule 1).
+    fresh = _untold(records, state) if thread is None else []
     if fresh:
         reasons.append(_unlogged_reason(run, fresh))
         keys.append(f"unlogged:{fresh[-1].lsn}")
         state.told = fresh[-1].lsn
-    if not reasons and config.check:
+    if not reasons and config.check and thread is None:
         failed = _check(run, ext, config, state)
         if failed:
             reasons.append(failed)
             keys.append("check")
     if not reasons:
         state.refused.pop(who, None)
-        state.save(path)
+        if state != loaded:
+            state.save(path)
         return Verdict()
     key = "|".join(keys)
     last = state.refused.get(who)
