@@ -199,6 +199,21 @@ def test_refusals_for_the_same_reason_are_bounded(repo: Path) -> None:
 
 
 @pytest.mark.slow
+def test_new_changes_at_every_stop_are_bounded_too(repo: Path) -> None:
+    """A program that keeps writing files is news at every stop: 6 refusals in a
+    row at most, whatever the reasons."""
+    start(repo)
+    for n in range(1, 7):
+        (repo / f"out{n}.log").write_text("written meanwhile\n")
+        r = stop(repo, active=n > 1)
+        assert r.code == 2 and f"(out{n}.log)" in r.err, (n, r.err)
+    (repo / "out7.log").write_text("written meanwhile\n")
+    r = stop(repo, active=True)
+    assert r.code == 0, r.err
+    assert "let the turn end after 6 refusals in a row" in r.json()["systemMessage"]
+
+
+@pytest.mark.slow
 def test_enforce_false_turns_the_rules_off(repo: Path) -> None:
     counter = repo / ".git" / "check-runs"
     git(repo, "config", "wal.done.enforce", "false")

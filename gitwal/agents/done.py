@@ -18,9 +18,10 @@ the turn may end only when (a subagent's: rule 1 only)
 
 Loop safety: a refusal makes the agent go on, and its next stop says so
 (``stop_hook_active``); while it does, the same reason refuses at most
-:data:`LIMIT` times in a row, then the stop is let through with a warning
-for the user. A failure of gitwal itself never refuses a stop (engine.failure:
-a blocked stop would keep the agent running).
+:data:`LIMIT` times in a row, any reasons :data:`CHAIN` times (a program that
+keeps changing files would otherwise be news at every stop), then the stop is
+let through with a warning for the user. A failure of gitwal itself never
+refuses a stop (engine.failure: a blocked stop would keep the agent running).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from ..run import Run
 from .external import External
 
 LIMIT = 3  # refusals in a row for one reason while the agent continues because of them
+CHAIN = 6  # refusals in a row for any reasons (new unlogged changes at every stop, say)
 CHECK_TIMEOUT = 540.0  # seconds; below the 600 s the turn-end hooks are installed with
 TAIL = 3000  # characters of a failed check's output the model is shown
 SHOWN = 8  # paths named in a reason before "and N more"
@@ -88,7 +90,8 @@ class State:
     told: int = 0  # unlogged records up to this LSN were named to the model
     told_open: list[int] = field(default_factory=list)  # open intents named to it
     passed: dict[str, str] = field(default_factory=dict)  # {"check": cmd, "tree": oid}
-    refused: dict[str, list[Any]] = field(default_factory=dict)  # thread -> [key, count]
+    # thread -> [key, refusals in a row for key, refusals in a row for any reason]
+    refused: dict[str, list[Any]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: Path) -> State:
@@ -96,7 +99,8 @@ class State:
             data = json.loads(path.read_bytes())
             return cls(int(data["told"]), [int(n) for n in data["told_open"]][-32:],
                        {str(k): str(v) for k, v in data["passed"].items()},
-                       {str(k): [str(v[0]), int(v[1])] for k, v in data["refused"].items()})
+                       {str(k): [str(v[0]), int(v[1]), int(v[2])]
+                        for k, v in data["refused"].items()})
         except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
             return cls()  # none yet, or unreadable: start afresh (it only saves work)
 
@@ -152,14 +156,17 @@ def verdict(run: Run, ext: External, config: DoneConfig, continuing: bool,
             state.save(path)
         return Verdict()
     key = "|".join(keys)
-    last = state.refused.get(who)
-    count = last[1] + 1 if continuing and last and last[0] == key else 1
-    if count > LIMIT:
+    last = state.refused.get(who) if continuing else None
+    count = last[1] + 1 if last and last[0] == key else 1
+    chain = last[2] + 1 if last else 1
+    if count > LIMIT or chain > CHAIN:
         state.refused.pop(who, None)
         state.save(path)
-        return Verdict(note=(f"gitwal: let the turn end after {LIMIT} refusals in a row for "
-                             f"the same reason (run {run.id}): " + " ".join(reasons)))
-    state.refused[who] = [key, count]
+        why = (f"{LIMIT} refusals in a row for the same reason" if count > LIMIT else
+               f"{CHAIN} refusals in a row")
+        return Verdict(note=f"gitwal: let the turn end after {why} (run {run.id}): "
+                            + " ".join(reasons))
+    state.refused[who] = [key, count, chain]
     state.save(path)
     return Verdict(block="\n\n".join(reasons) + (
         f"\n\n(gitwal refuses to end the turn for this reason at most {LIMIT} times in a "
@@ -291,4 +298,4 @@ def run_check(command: str, top: Path, timeout: float) -> tuple[int | None, str]
     return code, out.decode("utf-8", "replace")
 
 
-__all__ = ["LIMIT", "DoneConfig", "State", "Verdict", "run_check", "state_path", "verdict"]
+__all__ = ["CHAIN", "LIMIT", "DoneConfig", "State", "Verdict", "run_check", "state_path", "verdict"]
