@@ -369,3 +369,31 @@ def test_a_session_killed_inside_a_shell_call_resumes_with_the_step_in_doubt(
     recs = records(repo, env)
     assert not [r for r in recs if r["type"] in ("commit", "abort")
                 and r["intent"] == intent["lsn"]], recs
+
+
+# -- f: done only with proof ---------------------------------------------------------
+
+
+def test_stop_is_refused_while_the_users_check_fails(tmp_path: Path, codex_bin: Path) -> None:
+    """Codex's Stop hook exits 2 with the reason: Codex sends it to the model as a
+    continuation prompt, and the turn ends once the check passes."""
+    patch = "*** Begin Patch\n*** Update File: a.txt\n@@\n-broken\n+fixed\n*** End Patch\n"
+    player = Player([Message("Done.")], [CustomCall("apply_patch", patch)], [Message("Fixed.")])
+    with FakeResponses(player) as api:
+        codex = Codex(codex_bin, tmp_path / "home", api.url)
+        repo = make_project(tmp_path / "repo", codex, {"a.txt": "broken\n"})
+        env = codex.env()
+        cmd(repo, "git", "config", "wal.done.check",
+            "grep -q fixed a.txt || { echo 'a.txt is still broken'; exit 1; }", env=env)
+        out = codex.run(repo, "Fix a.txt.")
+        assert out.returncode == 0, out.stderr
+        assert api.errors == []
+        asks = api.model_requests
+    assert len(asks) == 3, [r.all_text()[-300:] for r in asks]
+    told = asks[1].all_text()
+    assert "the project's check `grep -q fixed a.txt" in told and "a.txt is still broken" \
+        in told, told[-2000:]
+    assert (repo / "a.txt").read_text() == "fixed\n"
+    recs = records(repo, env)
+    [intent] = [r for r in recs if r["type"] == "intent"]
+    assert closing(recs)[intent["lsn"]]["type"] == "commit"
