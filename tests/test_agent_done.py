@@ -107,6 +107,7 @@ def test_changes_no_step_explains_are_named_to_the_model_once(repo: Path) -> Non
     assert f"2 path(s) changed with no logged step explaining them (README, b.txt), " \
         f"recorded as unlogged at LSN {unlogged['lsn']} of run {RUN}" in r.err
     assert "do not undo a change that is not yours" in r.err
+    assert "`git status --short -- README b.txt`, `git diff -- README b.txt`" in r.err
     assert "mine.txt" not in r.err  # found at SessionStart: not this turn's
     # Told once: the stop after it ends the turn, the bytes stay as they are.
     r = stop(repo, active=True)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 from collections.abc import Sequence
@@ -235,11 +236,12 @@ def _untold(records: Sequence[Record], state: State) -> list[Unlogged]:
 def _unlogged_reason(run: Run, found: Sequence[Unlogged]) -> str:
     paths = sorted({p for r in found for p in r.paths})
     lsns = ", ".join(str(r.lsn) for r in found)
+    args = " ".join(shlex.quote(p) for p in paths[:SHOWN])
     return (f"gitwal: the turn cannot end yet: {len(paths)} path(s) changed with no logged "
             f"step explaining them ({_names(paths)}), recorded as unlogged at LSN {lsns} of "
             f"run {run.id}. The change may be the user's, another program's, or yours "
-            "through a tool gitwal does not see. Next: look at them (`git diff --` and the "
-            "paths; `git status` for new files); do not undo a change that is not yours; "
+            f"through a tool gitwal does not see. Next: look at them (`git status --short "
+            f"-- {args}`, `git diff -- {args}`); do not undo a change that is not yours; "
             "finish any that is yours with your own tools; say in your answer what they "
             "are. Then end your turn again (you are told about these changes once).")
 
