@@ -120,6 +120,21 @@ def test_changes_no_step_explains_are_named_to_the_model_once(repo: Path) -> Non
 
 
 @pytest.mark.slow
+def test_changes_found_before_a_compaction_are_still_named(repo: Path) -> None:
+    start(repo)
+    (repo / "b.txt").write_text("made behind the log\n")
+    write(repo, "a.txt", "a\n", "toolu_1")  # its PreToolUse records b.txt as unlogged
+    assert [u["paths"] for u in records(repo, "unlogged")] == [["b.txt"]]
+    r = run_hook(repo, "claude", claude(repo, "PreCompact", trigger="auto"))
+    assert r.code == 0, r.err
+    assert records(repo, "checkpoint")  # the segment now begins after b.txt's record
+    r = stop(repo)
+    assert r.code == 2 and "(b.txt)" in r.err, r.err
+    r = stop(repo, active=True)
+    assert (r.code, r.err) == (0, ""), r.err
+
+
+@pytest.mark.slow
 def test_the_check_runs_until_it_passes_and_not_again_on_the_same_tree(repo: Path) -> None:
     counter = repo / ".git" / "check-runs"
     check = f"echo run >> {counter}; test -f ok.txt || {{ echo 'FAIL: ok.txt missing'; exit 3; }}"

@@ -141,7 +141,9 @@ def verdict(run: Run, ext: External, config: DoneConfig, continuing: bool,
             state.told_open = [*state.told_open, open_.lsn][-32:]
     # A subagent answers to the main agent, which is told at its own stop: its
     # stop is refused for its own open steps only (rule 1).
-    fresh = _untold(records, state) if thread is None else []
+    fresh = _untold(_since_told(run, records, state), state) if thread is None else []
+    if thread is None:
+        state.told = max(state.told, records[0].lsn - 1)  # read up to the segment now
     if fresh:
         reasons.append(_unlogged_reason(run, fresh))
         keys.append(f"unlogged:{fresh[-1].lsn}")
@@ -221,6 +223,15 @@ def _open_reason(run: Run, ext: External, intent: Intent) -> str:
 
 
 # -- rule 2: changes no step explains --------------------------------------------------
+
+
+def _since_told(run: Run, records: list[Record], state: State) -> list[Record]:
+    """The records that may hold untold changes: the segment, and the log before
+    it too when a checkpoint (made when the transcript was compacted) came after
+    the last record told (a rare, one-time read of the whole log)."""
+    if records[0].lsn <= state.told + 1:
+        return records
+    return [r for r in run.records() if state.told < r.lsn < records[0].lsn] + records
 
 
 def _untold(records: Sequence[Record], state: State) -> list[Unlogged]:
