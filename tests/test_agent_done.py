@@ -309,3 +309,11 @@ def test_a_hook_that_crashed_refuses_a_tool_call_but_never_a_stop() -> None:
     assert not can_refuse("claude", data("SubagentStop"))
     assert not can_refuse("codex", data("Stop"))
     assert can_refuse("claude", b"not json") and can_refuse("nobody", data("Stop"))
+
+
+@pytest.mark.slow
+def test_a_path_in_a_reason_has_its_control_characters_escaped(repo: Path) -> None:
+    start(repo)
+    (repo / "two\nlines.txt").write_text("x\n")
+    r = stop(repo)
+    assert r.code == 2 and "(two\\nlines.txt)" in r.err and "two\nlines" not in r.err, r.err

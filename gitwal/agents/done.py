@@ -38,6 +38,7 @@ from typing import Any
 
 import pygit2
 
+from ..display import safe
 from ..durable import atomic_write, makedirs_durable
 from ..ids import TreeId
 from ..records.model import Intent, Record, Unlogged, agent_tag
@@ -195,13 +196,14 @@ def _what(intent: Intent) -> str:
     tool = str(tag.get("tool")) if tag else intent.tool
     if intent.tool == "exec":
         argv = intent.args.get("argv", [])
-        return f"{tool}: {str(argv[-1] if argv else '')[:120]}"
-    return f"{tool} {' '.join(intent.target)}"
+        return f"{tool}: {safe(str(argv[-1] if argv else ''))[:120]}"
+    return f"{tool} {_names(intent.target)}"
 
 
 def _names(paths: Sequence[str]) -> str:
+    """Paths for a reason, control characters escaped (names come from the tree)."""
     more = f" and {len(paths) - SHOWN} more" if len(paths) > SHOWN else ""
-    return ", ".join(paths[:SHOWN]) + more
+    return ", ".join(safe(p) for p in paths[:SHOWN]) + more
 
 
 def _open_reason(run: Run, ext: External, intent: Intent) -> str:
@@ -247,7 +249,7 @@ def _untold(records: Sequence[Record], state: State) -> list[Unlogged]:
 def _unlogged_reason(run: Run, found: Sequence[Unlogged]) -> str:
     paths = sorted({p for r in found for p in r.paths})
     lsns = ", ".join(str(r.lsn) for r in found)
-    args = " ".join(shlex.quote(p) for p in paths[:SHOWN])
+    args = " ".join(shlex.quote(safe(p)) for p in paths[:SHOWN])
     return (f"gitwal: the turn cannot end yet: {len(paths)} path(s) changed with no logged "
             f"step explaining them ({_names(paths)}), recorded as unlogged at LSN {lsns} of "
             f"run {run.id}. The change may be the user's, another program's, or yours "
