@@ -497,8 +497,11 @@ def test_the_next_tool_call_settles_an_in_doubt_shell_step_keeping_its_changes(
     assert run_hook(repo, "claude", claude(repo, "SessionStart", source="startup")).code == 0
     interrupted_bash(repo)
     assert run_hook(repo, "claude", claude(repo, "SessionStart", source="resume")).code == 0
-    # A turn that ends without a tool call leaves it open too.
-    assert run_hook(repo, "claude", claude(repo, "Stop", stop_hook_active=False)).code == 0
+    # A turn that ends without a tool call leaves it open too (and may not end:
+    # the Stop hook refuses, naming the step; tests/test_agent_done.py).
+    stop = run_hook(repo, "claude", claude(repo, "Stop", stop_hook_active=False))
+    assert stop.code == 2 and "(Bash: echo made > made.txt && rm README) of run" in stop.err
+    assert "is still open" in stop.err, stop.err
     assert [i["status"] for i in intents(repo)] == ["open"]
     # The model goes on instead of deciding: its next call settles the step from
     # the tree (no silent gap), and nothing is put back.

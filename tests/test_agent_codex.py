@@ -109,7 +109,8 @@ def test_apply_patch_is_one_multi_target_intent(repo: Path) -> None:
     [intent] = [x for x in wal_log(repo, RUN) if x["type"] == "intent"]
     assert intent["tool"] == "write_files"
     assert intent["target"] == ["docs/new.md", "src/app.py", "src/main.py", "old.txt", "README"]
-    assert intent["args"]["agent"] == {"name": "codex", "tool": "apply_patch", "call": "call_1"}
+    assert intent["args"]["agent"] == {"name": "codex", "tool": "apply_patch", "call": "call_1",
+                                       "turn": "turn-1"}  # Codex names the turn
     assert intent["post"][1] == "absent" and intent["post"][3] == "absent"
     assert git(repo, "cat-file", "blob", intent["post"][2]) == "def main():\n    return 2\n"
     # Codex applies the patch.

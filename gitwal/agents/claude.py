@@ -9,8 +9,11 @@ PostToolUseFailure ``error`` (and ``is_interrupt``), SessionStart
 a subagent carries ``agent_id``.
 
 Replies: exit 2 with the reason on stderr blocks a PreToolUse call or a
-PreCompact; ``hookSpecificOutput.additionalContext`` gives SessionStart
-context; ``systemMessage`` warns the user; any other non-zero exit is a
+PreCompact, and makes the agent go on instead of stopping at ``Stop`` and
+``SubagentStop`` (whose payloads carry ``stop_hook_active``: true when it goes
+on because a stop hook refused its last stop);
+``hookSpecificOutput.additionalContext`` gives SessionStart context;
+``systemMessage`` warns the user; any other non-zero exit is a
 non-blocking error.
 """
 
@@ -62,8 +65,11 @@ EVENTS: dict[str, str | None] = {
     "UserPromptSubmit": None,
     "PreCompact": None,
     "Stop": None,
+    "SubagentStop": None,
 }
-TIMEOUTS = {"SessionStart": 120, "PreCompact": 120}  # seconds; others: DEFAULT_TIMEOUT
+# seconds; others: DEFAULT_TIMEOUT. A turn's end may run the user's check
+# (wal.done.check, done.py), which gets done.CHECK_TIMEOUT of these 600.
+TIMEOUTS = {"SessionStart": 120, "PreCompact": 120, "Stop": 600, "SubagentStop": 600}
 DEFAULT_TIMEOUT = 60
 INSTALL_NOTE = ""
 render = common.render  # Claude Code's reply protocol is the shared one
@@ -112,7 +118,10 @@ def action(event: str, payload: Mapping[str, Any]) -> Action:
     if event == "PreCompact":
         return PreCompact(str(payload.get("trigger") or "manual"))
     if event in ("Stop", "SubagentStop"):
-        return TurnEnd()
+        # Both can refuse the stop (exit 2): the turn ends only with proof (done.py).
+        thread = payload.get("agent_id")
+        return TurnEnd(gate=True, continuing=payload.get("stop_hook_active") is True,
+                       thread=thread if isinstance(thread, str) and thread else None)
     if event == "UserPromptSubmit":
         return TurnStart()
     return Ignore(f"event {event!r} is not handled")

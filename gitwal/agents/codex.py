@@ -55,6 +55,8 @@ EVENTS: dict[str, str | None] = {
     "Stop": None,
 }
 TIMEOUT = 60  # seconds
+# Stop may run the user's check (wal.done.check, done.py): done.CHECK_TIMEOUT of these.
+TIMEOUTS = {"Stop": 600}
 CLOSING = ("PostToolUse",)
 BLOCKING = ("PreToolUse", "PreCompact")
 ASYNC_CLOSE: tuple[str, ...] = ()  # every closing hook is synchronous
@@ -142,13 +144,16 @@ def action(event: str, payload: Mapping[str, Any]) -> Action:
     if event == "PreCompact":
         return PreCompact(str(payload.get("trigger") or "manual"))
     if event == "Stop":
-        return TurnEnd()
+        # Exit 2 with a reason makes Codex go on (a continuation prompt), like Claude
+        # Code: the turn ends only with proof (done.py).
+        return TurnEnd(gate=True, continuing=payload.get("stop_hook_active") is True)
     return Ignore(f"event {event!r} is not handled")
 
 
 def groups(command: str) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for event, matcher in EVENTS.items():
-        handler = {"type": "command", "command": command, "timeout": TIMEOUT}
+        handler = {"type": "command", "command": command,
+                   "timeout": TIMEOUTS.get(event, TIMEOUT)}
         out[event] = ({"matcher": matcher} if matcher else {}) | {"hooks": [handler]}
     return out

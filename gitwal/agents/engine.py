@@ -34,7 +34,7 @@ from ..records.model import Checkpoint, Commit, Intent, Record, Unlogged, agent_
 from ..repository import wal_dir
 from ..run import Run
 from ..wal import Wal
-from . import turns
+from . import done, turns
 from .call import Call, Outcome
 from .context import resume_context
 from .external import External
@@ -97,10 +97,15 @@ class TurnEnd:
 
     ``whole_tree`` False: a point between two model requests (Gemini's
     PreCompress), where the tree is compared as at a tool call
-    (``wal.agent.treeCheck``), not walked whatever its size.
-    """
+    (``wal.agent.treeCheck``), not walked whatever its size. ``gate``: the
+    agent lets this hook refuse the stop, so the turn ends only with proof
+    (done.py); ``continuing``: it goes on because a stop hook refused its last
+    stop (``stop_hook_active``); ``thread``: the subagent stopping."""
 
     whole_tree: bool = True
+    gate: bool = False
+    continuing: bool = False
+    thread: str | None = None
 
 
 @dataclass(frozen=True)
@@ -343,9 +348,13 @@ def _perform(session: Session, action: Action, event: str) -> Reply:
         return _pre_compact(session, run, action)
     # TurnEnd: the turn is over, so compare the whole tree whatever its size (unless
     # this is only a pause between two model requests: whole_tree False).
-    out = session.external(run, shell=action.whole_tree).settle(
-        event, session.config.open_wait, keep_in_doubt=True)
-    return Reply(outcome=out)
+    ext = session.external(run, shell=action.whole_tree)
+    out = ext.settle(event, session.config.open_wait, keep_in_doubt=True)
+    if not action.gate:
+        return Reply(outcome=out)
+    found = done.verdict(run, ext, done.DoneConfig.of(session.wal.repo), action.continuing,
+                         action.thread)
+    return Reply(block=found.block, warning=found.note, outcome=out)
 
 
 def _session_start(session: Session, action: SessionStart) -> Reply:

@@ -65,6 +65,7 @@ EVENTS: dict[str, str | None] = {
     "AfterAgent": None,
 }
 TIMEOUT_MS = 60000
+TIMEOUTS_MS = {"AfterAgent": 600000}  # the user's done check (done.py) may take long
 CLOSING = ("AfterTool",)
 BLOCKING = ("BeforeTool",)
 ASYNC_CLOSE: tuple[str, ...] = ()  # every closing hook is synchronous
@@ -185,15 +186,15 @@ def action(event: str, payload: Mapping[str, Any]) -> Action:
         return TurnEnd(whole_tree=False)
     if event == "BeforeAgent":  # once per user prompt (its prompt_id): a new turn
         return TurnStart()
-    if event == "AfterAgent":
-        return TurnEnd()
+    if event == "AfterAgent":  # Gemini sends a refusal's reason as the next prompt
+        return TurnEnd(gate=True, continuing=payload.get("stop_hook_active") is True)
     return Ignore(f"event {event!r} is not handled")
 
 
 def groups(command: str) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for event, matcher in EVENTS.items():
-        handler = {"type": "command", "command": command, "timeout": TIMEOUT_MS,
-                   "name": f"gitwal-{event}"}
+        handler = {"type": "command", "command": command,
+                   "timeout": TIMEOUTS_MS.get(event, TIMEOUT_MS), "name": f"gitwal-{event}"}
         out[event] = ({"matcher": matcher} if matcher else {}) | {"hooks": [handler]}
     return out

@@ -14,7 +14,7 @@ from .adapter import AGENTS, Adapter, adapter
 from .engine import Reply, Session, perform
 from .external import External
 
-__all__ = ["AGENTS", "Adapter", "adapter", "check_after", "run_hook"]
+__all__ = ["AGENTS", "Adapter", "adapter", "can_refuse", "check_after", "run_hook"]
 
 
 def run_hook(agent: str, data: bytes, event: str | None = None,
@@ -37,6 +37,21 @@ def run_hook(agent: str, data: bytes, event: str | None = None,
     if session is None:
         return a.render(name, Reply())  # not in a git working tree: nothing to log
     return a.render(name, perform(session, action, name))
+
+
+def can_refuse(agent: str, data: bytes) -> bool:
+    """Whether a hook call whose handling failed must refuse what comes next: the
+    events that can refuse a call (the WAL rule), never a turn's end (a refused
+    stop keeps the agent running: that is for gitwal's decisions only)."""
+    try:
+        payload = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return True
+    event = payload.get("hook_event_name") if isinstance(payload, dict) else None
+    try:
+        return not isinstance(event, str) or event in adapter(agent).BLOCKING
+    except KeyError:  # not an agent gitwal knows
+        return True
 
 
 def _session(a: Adapter, payload: dict[str, Any], cwd: str | None,

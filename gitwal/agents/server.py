@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ..errors import WalError
 from . import client, framing
-from .hook import check_after, run_hook
+from .hook import can_refuse, check_after, run_hook
 
 IDLE = 900.0  # seconds without a request before the server exits
 IDLE_KEY = "wal.agent.serverIdle"
@@ -105,7 +105,7 @@ class Server:
                 try:
                     code, out, err = run_hook(agent, payload, None, cwd, served=True)
                 except Exception as e:  # the in-process hook would refuse too
-                    code, out = 2, ""
+                    code, out = (2 if can_refuse(agent, payload) else 1), ""
                     err = (f"gitwal: internal error in the {agent} hook server: "
                            f"{type(e).__name__}: {e}\n")
                 conn.sendall(framing.reply(code, out.encode(), err.encode()))

@@ -280,7 +280,11 @@ def hook_trust(repo: Path, env: dict[str, str]) -> list[dict[str, Any]]:
 def test_a_hook_whose_trust_is_stale_is_skipped_by_codex_and_named_by_doctor(
         tmp_path: Path, codex_bin: Path) -> None:
     patch = "*** Begin Patch\n*** Update File: a.txt\n@@\n-{0}\n+{1}\n*** End Patch\n"
+    # The second reply ends the turn; gitwal's Stop hook refuses that once (the
+    # patch's change is unlogged: docs/agents.md, "Done only with proof"), and
+    # Codex asks again with the reason: the third reply.
     player = Player([CustomCall("apply_patch", patch.format("one", "two"))], [Message("ok")],
+                    [Message("a.txt is my patch's change.")],
                     [CustomCall("apply_patch", patch.format("two", "three"))])
     with FakeResponses(player) as api:
         codex = Codex(codex_bin, tmp_path / "home", api.url)
@@ -299,6 +303,8 @@ def test_a_hook_whose_trust_is_stale_is_skipped_by_codex_and_named_by_doctor(
         # PostToolUse hook saw it, and recorded the change as unlogged).
         assert codex.run(repo, "first").returncode == 0
         assert (repo / "a.txt").read_text() == "two\n"
+        told = api.model_requests[-1].all_text()
+        assert "changed with no logged step explaining them (a.txt)" in told, told[-2000:]
         recs = records(repo, env)
         assert not [r for r in recs if r["type"] == "intent"], recs
         assert [r["paths"] for r in recs if r["type"] == "unlogged"] == [["a.txt"]], recs
@@ -363,3 +369,31 @@ def test_a_session_killed_inside_a_shell_call_resumes_with_the_step_in_doubt(
     recs = records(repo, env)
     assert not [r for r in recs if r["type"] in ("commit", "abort")
                 and r["intent"] == intent["lsn"]], recs
+
+
+# -- f: done only with proof ---------------------------------------------------------
+
+
+def test_stop_is_refused_while_the_users_check_fails(tmp_path: Path, codex_bin: Path) -> None:
+    """Codex's Stop hook exits 2 with the reason: Codex sends it to the model as a
+    continuation prompt, and the turn ends once the check passes."""
+    patch = "*** Begin Patch\n*** Update File: a.txt\n@@\n-broken\n+fixed\n*** End Patch\n"
+    player = Player([Message("Done.")], [CustomCall("apply_patch", patch)], [Message("Fixed.")])
+    with FakeResponses(player) as api:
+        codex = Codex(codex_bin, tmp_path / "home", api.url)
+        repo = make_project(tmp_path / "repo", codex, {"a.txt": "broken\n"})
+        env = codex.env()
+        cmd(repo, "git", "config", "wal.done.check",
+            "grep -q fixed a.txt || { echo 'a.txt is still broken'; exit 1; }", env=env)
+        out = codex.run(repo, "Fix a.txt.")
+        assert out.returncode == 0, out.stderr
+        assert api.errors == []
+        asks = api.model_requests
+    assert len(asks) == 3, [r.all_text()[-300:] for r in asks]
+    told = asks[1].all_text()
+    assert "the project's check `grep -q fixed a.txt" in told and "a.txt is still broken" \
+        in told, told[-2000:]
+    assert (repo / "a.txt").read_text() == "fixed\n"
+    recs = records(repo, env)
+    [intent] = [r for r in recs if r["type"] == "intent"]
+    assert closing(recs)[intent["lsn"]]["type"] == "commit"
