@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from .conftest import git, ok, wal
+from .test_json_schema import check
 
 PUSH = ["exec", "--irreversible", "--", "sh", "-c", "echo pushed >> pushes.log"]
 
@@ -43,10 +44,11 @@ def test_logged_refused_until_approved_then_run_exactly_once(repo: Path) -> None
     other = wal(repo, "apply", "ensure-line", "README", "x")
     assert other.returncode == 1 and "still open" in other.stderr
 
-    approved = json.loads(ok(repo, "approve", "2", "--note", "release reviewed", "--json"))
+    approved = check(json.loads(ok(repo, "approve", "2", "--note", "release reviewed", "--json")),
+                     "approve")
     assert approved == {"run": approved["run"], "lsn": 2, "record": 3,
                         "approved_by": "Ada <ada@example.org>", "note": "release reviewed"}
-    rec = records(repo)[-1]
+    rec = check(records(repo)[-1], "log_line")
     assert rec["type"] == "approval" and rec["intent"] == 2 and rec["note"] == "release reviewed"
     twice = wal(repo, "approve", "2")
     assert twice.returncode == 1 and "LSN 2 is not an irreversible step waiting" not in \
