@@ -1,10 +1,8 @@
 """Undo and redo committed steps, file tools and shell steps alike (docs/undo.md).
 
-Every committed step says what it changed: a file step each target's state
-before (the intent's ``pre``, with its mode) and after (the commit's
-``post``); a shell step every path whose state differs between its pre and
-post trees. Undoing a set of steps puts each path they changed back to its
-state before the earliest of them. That is exact only when no step left in
+What each committed step changed, and which are in effect, is history.py's.
+Undoing a set of steps puts each path they changed back to its state before
+the earliest of them. That is exact only when no step left in
 place changed the path later, and when the path still holds what the log
 says the newest step left there; otherwise the undo is refused, naming the
 paths (``force``: go ahead, after storing what the paths hold in the log).
@@ -19,107 +17,22 @@ undo is taken back by redoing it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pygit2
 
 from .errors import ToolRefused, WalError
+from .history import History, redo_restore, turns, undo_restore
 from .ids import ABSENT, Lsn
-from .records.model import EXEC_TOOL, Abort, Checkpoint, Commit, Intent, Record, agent_tag
+from .records.model import agent_tag
 from .run import Run
-from .tools import post_modes
 from .worktree.overwrite import DIRECTORY, SPECIAL, bring_back, found
 
-__all__ = ["Change", "History", "Undo", "diff", "document", "plan_redo", "plan_undo", "redo",
-           "undo"]
+__all__ = ["Undo", "diff", "document", "plan_redo", "plan_undo", "redo", "undo"]
 
-RESTORING = ("undo", "redo")
 _FILE_MODES = (0o100644, 0o100755)
-
-
-@dataclass(frozen=True)
-class Change:
-    """One path one committed intent changed."""
-
-    path: str
-    before: str  # object id, or ABSENT
-    before_mode: int  # 0 when absent
-    after: str
-
-
-@dataclass
-class History:
-    """What the committed intents of a run did, oldest first."""
-
-    steps: dict[Lsn, tuple[Intent, tuple[Change, ...]]] = field(default_factory=dict)
-    live: set[Lsn] = field(default_factory=set)  # steps in effect (not undone)
-    undos: dict[Lsn, tuple[Intent, tuple[Change, ...]]] = field(default_factory=dict)
-    redone: set[Lsn] = field(default_factory=set)  # undos a redo took back
-    # path -> (lsn, state after) of every committed intent that changed it
-    touched: dict[str, list[tuple[Lsn, str]]] = field(default_factory=dict)
-    checkpoint: int = 0  # the newest checkpoint covers the steps up to this LSN
-
-    @classmethod
-    def of(cls, repo: pygit2.Repository, records: Iterable[Record]) -> History:
-        h = cls()
-        opened: dict[int, Intent] = {}
-        for rec in records:
-            if isinstance(rec, Intent):
-                opened[rec.lsn] = rec
-            elif isinstance(rec, Abort):
-                opened.pop(rec.intent, None)
-            elif isinstance(rec, Checkpoint):
-                h.checkpoint = rec.covers
-            elif isinstance(rec, Commit) and (intent := opened.pop(rec.intent, None)):
-                h._commit(repo, intent, rec)
-        return h
-
-    def _commit(self, repo: pygit2.Repository, intent: Intent, commit: Commit) -> None:
-        changes = _changes(repo, intent, commit)
-        for c in changes:
-            self.touched.setdefault(c.path, []).append((intent.lsn, c.after))
-        if intent.tool == "undo":
-            self.undos[intent.lsn] = (intent, changes)
-            self.live -= set(intent.args.get("undoes", []))
-        elif intent.tool == "redo":
-            undone = self.undos.get(Lsn(intent.args.get("redoes", 0)))
-            if undone is not None:
-                self.redone.add(undone[0].lsn)
-                self.live |= set(undone[0].args.get("undoes", []))
-        else:
-            self.steps[intent.lsn] = (intent, changes)
-            self.live.add(intent.lsn)
-
-    def newest_state(self, path: str) -> str | None:
-        """What the newest committed intent that changed ``path`` left there."""
-        seen = self.touched.get(path)
-        return seen[-1][1] if seen else None
-
-
-def _changes(repo: pygit2.Repository, intent: Intent, commit: Commit) -> tuple[Change, ...]:
-    if intent.tool == EXEC_TOOL:
-        old, new = repo.get(intent.pre[0]), repo.get(commit.post[0])
-        if not isinstance(old, pygit2.Tree) or not isinstance(new, pygit2.Tree):
-            return ()
-        out = []
-        for delta in old.diff_to_tree(new).deltas:
-            gone = delta.old_file.id == _ZERO
-            made = delta.new_file.id == _ZERO
-            out.append(Change(delta.new_file.path if not made else delta.old_file.path,
-                              ABSENT if gone else str(delta.old_file.id),
-                              0 if gone else delta.old_file.mode,
-                              ABSENT if made else str(delta.new_file.id)))
-        return tuple(out)
-    after_modes = post_modes(intent.tool, intent.mode, intent.args)
-    return tuple(Change(p, pre, mode, post) for p, pre, mode, post, after_mode
-                 in zip(intent.target, intent.pre, intent.mode, commit.post, after_modes,
-                        strict=False)
-                 if pre != post or (post != ABSENT and mode != after_mode))
-
-
-_ZERO = pygit2.Oid(hex="0" * 40)
 
 
 @dataclass(frozen=True)
@@ -164,16 +77,6 @@ def diff(repo: pygit2.Repository, path: str, old: str, new: str) -> str:
         return f"{path}: an object is missing\n"
     patch = pygit2.Patch.create_from(a, b, old_as_path=path, new_as_path=path)
     return str(patch.text or "")
-
-
-def turns(h: History) -> list[str]:
-    """The agent turns (user prompts) the run's steps answer, oldest first."""
-    seen: dict[str, None] = {}
-    for intent, _changes in h.steps.values():
-        tag = agent_tag(intent)
-        if tag is not None and isinstance(tag.get("turn"), str):
-            seen.setdefault(tag["turn"], None)
-    return list(seen)
 
 
 def select(h: History, lsns: Sequence[int] = (), to: int | None = None,
@@ -221,43 +124,19 @@ def plan_undo(run: Run, lsns: Sequence[Lsn], force: bool = False) -> Undo:
     """What undoing ``lsns`` writes; refuses a step that cannot be undone alone."""
     h = History.of(run.store.repo, run.records())
     chosen = set(lsns)
-    restore: dict[str, tuple[str, int, Lsn]] = {}
-    for n in sorted(chosen):
-        for c in h.steps[n][1]:
-            restore.setdefault(c.path, (c.before, c.before_mode, n))
-    for path, (_state, _mode, first) in restore.items():
-        later = [n for n, _after in h.touched.get(path, ())
-                 if n > first and n in h.live and n not in chosen]
-        if later:
-            raise WalError(f"LSN {first} cannot be undone alone: LSN {later[-1]} changed "
-                           f"{path} after it", f"undo both (`git wal undo --to {first - 1}`), "
-                           f"or undo LSN {later[-1]} first")
-    return _plan(run, h, "undo", tuple(sorted(chosen)),
-                 {p: (s, m) for p, (s, m, _n) in restore.items()}, force)
+    return _plan(run, h, "undo", tuple(sorted(chosen)), undo_restore(h, chosen), force)
 
 
 def plan_redo(run: Run, undo_lsn: int | None = None, force: bool = False) -> Undo:
     """What redoing undo ``undo_lsn`` (default: the newest not redone) writes."""
     h = History.of(run.store.repo, run.records())
-    open_undos = [n for n in sorted(h.undos) if n not in h.redone]
     if undo_lsn is None:
+        open_undos = [n for n in sorted(h.undos) if n not in h.redone]
         if not open_undos:
             raise WalError("nothing to redo: no undo of this run is left to take back",
                            "`git wal log` lists the run's undos")
         undo_lsn = open_undos[-1]
-    if undo_lsn not in h.undos:
-        raise WalError(f"LSN {undo_lsn} is not a committed undo of this run",
-                       "`git wal log` lists the run's undos")
-    if undo_lsn in h.redone:
-        raise WalError(f"undo LSN {undo_lsn} was redone already", "undo the steps again instead")
-    _intent, changes = h.undos[Lsn(undo_lsn)]
-    for c in changes:
-        later = [n for n, _after in h.touched.get(c.path, ()) if n > undo_lsn]
-        if later:
-            raise WalError(f"undo LSN {undo_lsn} cannot be redone: LSN {later[-1]} changed "
-                           f"{c.path} after it", f"undo LSN {later[-1]} first")
-    restore = {c.path: (c.before, c.before_mode) for c in changes}
-    return _plan(run, h, "redo", (Lsn(undo_lsn),), restore, force)
+    return _plan(run, h, "redo", (Lsn(undo_lsn),), redo_restore(h, undo_lsn), force)
 
 
 def _plan(run: Run, h: History, tool: str, lsns: tuple[Lsn, ...],

@@ -185,3 +185,27 @@ def test_undo_turn_takes_back_what_an_agent_did_for_one_prompt(repo: Path) -> No
     nope = wal(repo, "undo", "--run", run, "--turn", "3")
     assert nope.returncode == 1 and "no turn 3: the run's agent steps answer 2 prompt(s)" \
         in nope.stderr
+
+
+def test_verify_names_an_undo_that_wrote_other_than_its_steps_had(repo: Path) -> None:
+    import dataclasses
+
+    from gitwal.history import log_problems
+    from gitwal.records.model import Intent
+
+    ok(repo, "begin")
+    ok(repo, "apply", "write-file", "a.txt", "--from", "-", input=b"a\n")
+    ok(repo, "apply", "ensure-line", "README", "x")
+    ok(repo, "undo", "--to", "1")
+    wal_ = Wal(repo)
+    records = wal_.run().records()
+    assert log_problems(wal_.repo, records) == []
+    forged = []
+    for rec in records:  # the undo, edited to write a.txt back instead of removing it
+        if isinstance(rec, Intent) and rec.tool == "undo":
+            args = dict(rec.args, contents=[rec.pre[0] if p == "a.txt" else c for p, c in
+                                            zip(rec.args["paths"], rec.args["contents"])])
+            rec = dataclasses.replace(rec, args=args)
+        forged.append(rec)
+    [(lsn, why)] = log_problems(wal_.repo, forged)
+    assert lsn == 6 and "it writes a.txt otherwise than the steps it names" in why

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import pygit2
 
 from ..errors import CorruptLog, WalError
+from ..history import log_problems
 from ..ids import RunId
 from ..log.rewrite import ARCHIVE_PREFIX
 from ..log.runs import all_runs
@@ -194,6 +195,8 @@ DEFAULT_CHECKS: tuple[Check, ...] = (
     FnCheck("objects", lambda c: object_failures(c.repo, c.run, c.segments,
                                                  intents_of(c.history))),
     FnCheck("checkpoint", lambda c: checkpoint_failures(c.repo, c.run, c.history, c.plan)),
+    FnCheck("undo", lambda c: [Failure(c.run, "undo", why, lsn) for lsn, why in
+                               log_problems(c.repo, (e.record for e in c.history))]),
     FnCheck("branch", _branch),
     FnCheck("signature", _signature),
     FnCheck("seal", _seal),
