@@ -203,8 +203,8 @@ def test_verify_names_an_undo_that_wrote_other_than_its_steps_had(repo: Path) ->
     forged = []
     for rec in records:  # the undo, edited to write a.txt back instead of removing it
         if isinstance(rec, Intent) and rec.tool == "undo":
-            args = dict(rec.args, contents=[rec.pre[0] if p == "a.txt" else c for p, c in
-                                            zip(rec.args["paths"], rec.args["contents"])])
+            pairs = zip(rec.args["paths"], rec.args["contents"], strict=True)
+            args = dict(rec.args, contents=[rec.pre[0] if p == "a.txt" else c for p, c in pairs])
             rec = dataclasses.replace(rec, args=args)
         forged.append(rec)
     [(lsn, why)] = log_problems(wal_.repo, forged)
