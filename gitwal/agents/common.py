@@ -49,6 +49,9 @@ def render(event: str, reply: Reply) -> tuple[int, str, str]:
     if reply.context:
         out["hookSpecificOutput"] = {"hookEventName": event,
                                      "additionalContext": reply.context}
+    if reply.ask:  # PreToolUse: the user allows or denies the call in the agent
+        out.setdefault("hookSpecificOutput", {"hookEventName": event}).update(
+            permissionDecision="ask", permissionDecisionReason=reply.ask)
     if reply.warning:
         out["systemMessage"] = reply.warning
     stdout = json.dumps(out, ensure_ascii=False) + "\n" if out else ""

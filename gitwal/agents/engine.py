@@ -34,7 +34,7 @@ from ..records.model import Checkpoint, Commit, Intent, Record, Unlogged, agent_
 from ..repository import wal_dir
 from ..run import Run
 from ..wal import Wal
-from . import done, turns
+from . import approvals, done, turns
 from .call import Call, Outcome
 from .context import resume_context
 from .external import External
@@ -128,6 +128,7 @@ class Reply:
     context: str | None = None  # text for the model
     warning: str | None = None  # text for the user
     error: str | None = None  # a failure that blocks nothing (the agent goes on)
+    ask: str | None = None  # let the user allow or deny the call, with this reason
     outcome: Outcome | None = field(default=None, compare=False)
 
 
@@ -143,6 +144,7 @@ class Config:
     tree_check_limit: int = TREE_CHECK_LIMIT
     detached: bool = True  # PreCompact checkpoints under refs/wal-checkpoints/
     block_auto_compact: bool = False
+    irreversible: tuple[str, ...] = ()  # wal.irreversible: shell commands a person approves
 
     @classmethod
     def of(cls, repo: pygit2.Repository) -> Config:
@@ -174,7 +176,16 @@ class Config:
             tree_check_limit=int(number("wal.agent.treeCheckLimit", TREE_CHECK_LIMIT)),
             detached=text("wal.agent.checkpoint", "detached") != "branch",
             block_auto_compact=flag("wal.agent.blockAutoCompact", False),
+            irreversible=_patterns(c, "wal.irreversible"),
         )
+
+
+def _patterns(config: pygit2.Config, key: str) -> tuple[str, ...]:
+    """Every value of a multi-valued key (the local user's config, never a log's)."""
+    try:
+        return tuple(str(v) for v in config.get_multivar(key) if str(v).strip())
+    except (KeyError, pygit2.GitError):
+        return ()
 
 
 # -- run identity -------------------------------------------------------------------
@@ -325,11 +336,17 @@ def _perform(session: Session, action: Action, event: str) -> Reply:
             action.call, paths, action.compute(paths), event, session.config.open_wait)
         return Reply(outcome=out)
     if isinstance(action, ShellStep):
+        irreversible = approvals.matches(action.command, session.config.irreversible)
+        if irreversible and session.agent not in approvals.ASKING_AGENTS:
+            return Reply(block=approvals.cannot_ask(session.agent, action.command,
+                                                    irreversible))
         run = session.run()
         cwd = session.tree_dir(action.directory)
         out = session.external(run, shell=True).intend_exec(
             action.call, ["bash", "-c", action.command], cwd, event,
-            session.config.open_wait)
+            session.config.open_wait, irreversible=bool(irreversible))
+        if irreversible and out.intent is not None:
+            return Reply(ask=approvals.ask_reason(out.intent, irreversible), outcome=out)
         return Reply(outcome=out)
     if isinstance(action, Close):
         # Begun if need be: a call whose PreToolUse failed open still gets recorded.

@@ -51,6 +51,7 @@ from ..records.model import (
 from ..run import Run
 from ..worktree.snapshot import CHECK
 from ..worktree.tree import MODE_TREE
+from . import approvals
 from .call import Call, Outcome
 from .expectation import Expectation, Staged
 
@@ -262,8 +263,11 @@ class External:
         return "write_files", {"paths": paths, "contents": post_ids, AGENT_ARG: call.tag()}
 
     def intend_exec(self, call: Call, argv: Sequence[str], cwd: str | None = None,
-                    event: str = "PreToolUse", wait: float = 5.0) -> Outcome:
-        """Log an exec intent (the whole tree as its pre-image) for a shell call."""
+                    event: str = "PreToolUse", wait: float = 5.0,
+                    irreversible: bool = False) -> Outcome:
+        """Log an exec intent (the whole tree as its pre-image) for a shell call;
+        ``irreversible``: one the user approves in the agent's own prompt
+        (agents/approvals.py), recorded when the call closes."""
 
         def body(state: Pending) -> Outcome:
             already = self._open_for(state.records, call)
@@ -275,6 +279,8 @@ class External:
             args: dict[str, Any] = {"argv": list(argv), AGENT_ARG: call.tag()}
             if cwd is not None:
                 args["cwd"] = cwd
+            if irreversible:
+                args["irreversible"] = True
             intent = Intent(
                 run=self.run.id, lsn=lsn, tool="exec", args=args, target=(".",),
                 pre=(snap,), post=None, mode=(MODE_TREE,), replay=REPLAY_UNSAFE,
@@ -308,6 +314,9 @@ class External:
                 pending = tuple(r for r, _ in state.pending)
                 return Outcome(pending, intent)
             assert intent is not None
+            if intent.args.get("irreversible") is True:
+                # It ran, so the user allowed it in the agent's permission prompt.
+                state.add(approvals.answered(self.run, state.next_lsn, intent))
             if error is not None:
                 self._close_failed(state, call, event, intent, error)
             elif intent.tool == "exec":

@@ -60,7 +60,9 @@ class ExecDecisions(DecisionHost):
                 f"in doubt: its pre tree {pre_tree[:12]} is not in the object database "
                 "(pruned, or the log names an object it never stored); nothing was restored",
                 (), True)
-        if (intent.args.get("irreversible") is True
+        # An agent's irreversible call is approved in the agent's prompt, and run by
+        # the agent (no command lock): decided as any shell call of an agent.
+        if (intent.args.get("irreversible") is True and agent_tag(intent) is None
                 and not self.store.command_started(intent.lsn)):
             return self._waiting(intent, pre_tree, dry_run)
         now = self.wt.snapshot(self.store.run, watched_paths(intent))
