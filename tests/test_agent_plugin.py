@@ -110,3 +110,18 @@ def test_the_plugin_and_its_marketplace_pass_claude_codes_own_validator() -> Non
                         .read_text())
     [entry] = market["plugins"]
     assert (entry["name"], entry["version"]) == (plugin["name"], plugin["version"])
+
+
+def test_the_plugin_ships_an_undo_command_for_the_mcp_undo_tool() -> None:
+    text = (PLUGIN / "commands" / "undo.md").read_text()
+    head, body = text.split("---\n")[1:3]
+    assert "description:" in head and "argument-hint:" in head
+    assert "$ARGUMENTS" in body and "dry_run: true" in body
+    # It names the tool and the arguments the MCP server really declares.
+    from gitwal.mcp import server
+
+    source = Path(server.__file__).read_text()
+    assert 'def undo(' in source
+    for arg in ("lsns", "last", "turn", "to", "run", "dry_run"):
+        assert f"        {arg}: Annotated[" in source, arg
+        assert f"`{arg}`" in body or f"`{arg}:" in body, arg

@@ -445,6 +445,17 @@ def test_the_undo_tool_previews_undoes_and_refuses_over_someones_edit(repo: Path
         res = await refused(s, "undo")
         assert "a.txt changed since the log's last step there" in text(res)
         assert (repo / "a.txt").read_text() == "a person's edit\n"
+        # An agent session's own steps, logged by its hooks in its own run.
+        from .test_agent_payloads import claude_run, claude_tool, run_hook
+
+        write = {"file_path": str(repo / "c.txt"), "content": "c\n"}
+        for event in ("PreToolUse", "PostToolUse"):
+            assert run_hook(repo, "claude", claude_tool(repo, event, "Write", write,
+                                                        "toolu_c")).code == 0
+            if event == "PreToolUse":
+                (repo / "c.txt").write_text("c\n")
+        theirs = await step(s, "undo", run=claude_run())
+        assert theirs["run"] == claude_run() and not (repo / "c.txt").exists()
     talk(repo, body)
 
 

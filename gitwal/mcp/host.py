@@ -214,13 +214,16 @@ class Host:
         return self._serialized(work)
 
     def undo(self, lsns: Sequence[int] = (), to: int | None = None, last: int | None = None,
-             dry_run: bool = False) -> Reply:
+             dry_run: bool = False, run_id: str | None = None,
+             turn: int | None = None) -> Reply:
         def work() -> Reply:
             from .. import undo as undoing
 
             wal = self._wal()
-            run, _ = self._run(wal, create=False)
-            done = undoing.undo(run, lsns, to, last, dry_run=dry_run)
+            # ``run_id``: another run of this worktree, e.g. an agent session's own
+            # (its hooks log to claude-<session>, not to this server's run).
+            run = wal.run(run_id) if run_id else self._run(wal, create=False)[0]
+            done = undoing.undo(run, lsns, to, last, dry_run=dry_run, turn=turn)
             data = undoing.document(wal.repo, done, run.id, dry_run)
             what = f"LSN {', '.join(map(str, done.lsns))}: {', '.join(done.paths)}"
             text = (f"would undo {what}\n{data['diff']}" if dry_run

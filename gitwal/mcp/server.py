@@ -291,6 +291,14 @@ def build(host: Host) -> GitwalServer:
             ge=1, description="Undo the newest N steps instead.")] = None,
         dry_run: Annotated[bool, Field(
             description="Only return the change as a unified diff; write nothing.")] = False,
+        run: Annotated[str | None, Field(
+            description="The run whose steps to undo (default: this server's run). An "
+                        "agent session's own edits are logged by its hooks in its own run, "
+                        "named in gitwal's note at the session's start (claude-<session "
+                        "id>).")] = None,
+        turn: Annotated[int | None, Field(
+            description="Undo what the agent did for its Nth prompt instead (1: the "
+                        "first, -1: the latest).")] = None,
     ) -> CallToolResult:
         """Take back committed steps, file and shell steps alike: every path they changed
         goes back to its content (and mode) before the earliest of them. The undo is
@@ -298,7 +306,7 @@ def build(host: Host) -> GitwalServer:
         naming the paths and writing nothing, when a step left in place changed a path
         later or a path no longer holds what the log says (someone edited it): tell the
         user, who can decide (`git wal undo --force` keeps their bytes in the log)."""
-        return _result(host.undo(lsns or (), to, last, dry_run))
+        return _result(host.undo(lsns or (), to, last, dry_run, run, turn))
 
     # Only adds a commit (and a checkpoint record); refused when it would take in
     # changes no step explains, unless asked to.
