@@ -13,7 +13,7 @@ log wrote exactly that (`git wal verify`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import pygit2
@@ -54,6 +54,15 @@ class History:
     @classmethod
     def of(cls, repo: pygit2.Repository, records: Iterable[Record]) -> History:
         h = cls()
+        for _ in h.replay(repo, records):
+            pass
+        return h
+
+    def replay(self, repo: pygit2.Repository, records: Iterable[Record]
+               ) -> Iterator[tuple[Intent, Commit]]:
+        """Fold ``records`` in, oldest first; yields each committed intent (and its
+        commit) just before it is folded in, so a caller sees the history as it
+        was when that step was taken."""
         opened: dict[int, Intent] = {}
         for rec in records:
             if isinstance(rec, Intent):
@@ -61,10 +70,10 @@ class History:
             elif isinstance(rec, Abort):
                 opened.pop(rec.intent, None)
             elif isinstance(rec, Checkpoint):
-                h.checkpoint = rec.covers
+                self.checkpoint = rec.covers
             elif isinstance(rec, Commit) and (intent := opened.pop(rec.intent, None)):
-                h._commit(repo, intent, rec)
-        return h
+                yield intent, rec
+                self._commit(repo, intent, rec)
 
     def _commit(self, repo: pygit2.Repository, intent: Intent, commit: Commit) -> None:
         changes = _changes(repo, intent, commit)
@@ -167,21 +176,10 @@ def log_problems(repo: pygit2.Repository, records: Iterable[Record]) -> list[tup
     """(LSN, why) for each committed undo or redo that did not write exactly what
     the log before it says it should have (`git wal verify`)."""
     h = History()
-    opened: dict[int, Intent] = {}
     out: list[tuple[Lsn, str]] = []
-    for rec in records:
-        if isinstance(rec, Intent):
-            opened[rec.lsn] = rec
-        elif isinstance(rec, Abort):
-            opened.pop(rec.intent, None)
-        elif isinstance(rec, Checkpoint):
-            h.checkpoint = rec.covers
-        elif isinstance(rec, Commit) and (intent := opened.pop(rec.intent, None)):
-            if intent.tool in RESTORING:
-                why = _restoring_problem(h, intent)
-                if why:
-                    out.append((intent.lsn, f"{intent.tool} LSN {intent.lsn}: {why}"))
-            h._commit(repo, intent, rec)
+    for intent, _commit in h.replay(repo, records):
+        if intent.tool in RESTORING and (why := _restoring_problem(h, intent)):
+            out.append((intent.lsn, f"{intent.tool} LSN {intent.lsn}: {why}"))
     return out
 
 
