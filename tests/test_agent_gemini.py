@@ -216,9 +216,10 @@ def test_pre_compress_compares_the_tree_as_a_tool_call_does(repo: Path) -> None:
     # Before every model request: not a walk of the tree (too big by the limit) ...
     assert run_hook(repo, "gemini", gemini(repo, "PreCompress", trigger="auto")).code == 0
     assert unlogged() == []
-    # ... which the end of the turn does, whatever its size.
-    assert run_hook(repo, "gemini", gemini(repo, "AfterAgent", prompt="p",
-                                           prompt_response="r")).code == 0
+    # ... which the end of the turn does, whatever its size (and names the change
+    # to the model once: done only with proof).
+    end = run_hook(repo, "gemini", gemini(repo, "AfterAgent", prompt="p", prompt_response="r"))
+    assert end.code == 2 and "stray.txt" in end.err
     [found] = unlogged()
     assert "stray.txt" in json.dumps(found)
 

@@ -41,7 +41,7 @@ def test_session_events() -> None:
     # Fired before every model request with trigger "auto": settled quietly.
     assert fixture("PreCompress")["trigger"] == "auto"
     assert act("PreCompress") == TurnEnd(whole_tree=False)  # as at a tool call
-    assert act("AfterAgent") == TurnEnd()  # the whole tree
+    assert act("AfterAgent") == TurnEnd(gate=True)  # the whole tree; done only with proof
 
 
 @pytest.mark.parametrize("tool, pre, post", [
