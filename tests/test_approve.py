@@ -131,12 +131,13 @@ def test_approve_is_a_persons_and_names_only_a_waiting_step(repo: Path) -> None:
     assert records(repo)[-1]["type"] == "intent"
 
 
+@pytest.mark.parametrize("point", ["mid-append", "after-append"])  # a decision's only points
 @pytest.mark.parametrize("command", [["approve", "2"], ["resolve", "2", "--not-applied"]])
-def test_a_decision_killed_mid_append_is_there_once_or_not_at_all(repo: Path,
-                                                                  command: list[str]) -> None:
+def test_a_decision_killed_mid_append_is_there_once_or_not_at_all(
+        repo: Path, command: list[str], point: str) -> None:
     ready(repo)
     assert wal(repo, *PUSH).returncode == 3
-    killed = wal(repo, *command, env={"GITWAL_CRASH_AT": "after-append"})
+    killed = wal(repo, *command, env={"GITWAL_CRASH_AT": point})
     assert killed.returncode == -signal.SIGKILL
     kinds = [r["type"] for r in records(repo)]
     assert kinds in (["plan", "intent"], ["plan", "intent", kinds[-1]])

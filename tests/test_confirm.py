@@ -9,9 +9,12 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from .conftest import ok, tree_of, wal
 
-WRITE = ["sh", "-c", "echo out > out.txt; [ -n \"$MARK\" ] && touch marker; true"]
+WRITE = ["sh", "-c",
+         "echo out > out.txt; echo two > two.txt; [ -n \"$MARK\" ] && touch marker; true"]
 
 
 def killed_step(repo: Path, probe: str, mark: bool) -> str:
@@ -81,3 +84,20 @@ def test_an_empty_probe_is_refused_before_anything_is_logged(repo: Path) -> None
     proc = wal(repo, "exec", "--confirm", " ", "--", "true")
     assert proc.returncode == 1 and "error: exec: --confirm needs a command" in proc.stderr
     assert [json.loads(x)["type"] for x in ok(repo, "log", "--json").splitlines()] == ["plan"]
+
+
+@pytest.mark.parametrize(("mark", "point"), [
+    (True, "mid-append"), (True, "after-append"),
+    (False, "mid-append"), (False, "after-append"), (False, "mid-restore")])
+def test_a_recovery_killed_while_acting_on_its_probe_is_finished_by_the_next(
+        repo: Path, mark: bool, point: str) -> None:
+    before = killed_step(repo, "test -f marker", mark=mark)
+    found = tree_of(repo)
+    dying = wal(repo, "recover", env={"GITWAL_CRASH_AT": point})
+    assert dying.returncode == -signal.SIGKILL, dying.stdout + dying.stderr
+    recovered(repo, 0)
+    closings = [r for r in (json.loads(x) for x in ok(repo, "log", "--json").splitlines())
+                if r["type"] in ("commit", "abort")]
+    assert len(closings) == 1 and closings[0]["type"] == ("commit" if mark else "abort")
+    assert tree_of(repo) == (found if mark else before)
+    assert wal(repo, "verify").returncode == 0
