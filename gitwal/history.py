@@ -165,10 +165,14 @@ def redo_restore(h: History, undo_lsn: int) -> Restore:
         raise WalError(f"undo LSN {undo_lsn} was redone already", "undo the steps again instead")
     _intent, changes = h.undos[Lsn(undo_lsn)]
     for c in changes:
+        # Later undos and redos that cancel out leave the path as the undo left
+        # it; a step in effect that changed it since does not.
         later = [n for n, _after in h.touched.get(c.path, ()) if n > undo_lsn]
-        if later:
-            raise WalError(f"undo LSN {undo_lsn} cannot be redone: LSN {later[-1]} changed "
-                           f"{c.path} after it", f"undo LSN {later[-1]} first")
+        live = [n for n in later if n in h.live]
+        if live or h.newest_state(c.path) != c.after:
+            by = (live or later)[-1]
+            raise WalError(f"undo LSN {undo_lsn} cannot be redone: LSN {by} changed "
+                           f"{c.path} after it", f"undo LSN {by} first")
     return {c.path: (c.before, c.before_mode if c.before != ABSENT else 0) for c in changes}
 
 

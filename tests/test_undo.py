@@ -209,3 +209,48 @@ def test_verify_names_an_undo_that_wrote_other_than_its_steps_had(repo: Path) ->
         forged.append(rec)
     [(lsn, why)] = log_problems(wal_.repo, forged)
     assert lsn == 6 and "it writes a.txt otherwise than the steps it names" in why
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_undoing_an_agents_turns_newest_first_gives_back_each_turns_tree(
+        repo: Path, seed: int) -> None:
+    from .test_agent_payloads import claude, claude_run, claude_tool, run_hook
+
+    rng = random.Random(seed)
+    run = claude_run()
+
+    def hooked(tool: str, tool_input: dict[str, object], call: str, act: object) -> None:
+        for event in ("PreToolUse", "PostToolUse"):
+            r = run_hook(repo, "claude", claude_tool(repo, event, tool, tool_input, call))
+            assert r.code == 0, r.err
+            if event == "PreToolUse":
+                act()  # type: ignore[operator]  # the agent's own effect, between its hooks
+
+    trees = [tree_of(repo)]
+    calls = 0
+    for turn in range(rng.randint(2, 4)):
+        assert run_hook(repo, "claude", claude(repo, "UserPromptSubmit", prompt="p")).code == 0
+        for _ in range(rng.randint(1, 3)):
+            calls += 1
+            name = rng.choice(["a.txt", "b.txt", "src/c.txt"])
+            text = f"turn {turn} call {calls}\n"
+            if rng.random() < 0.5:
+                path = repo / name
+
+                def write(path: Path = path, text: str = text) -> None:
+                    path.parent.mkdir(exist_ok=True)
+                    path.write_text(text)
+                hooked("Write", {"file_path": str(path), "content": text}, f"t{calls}", write)
+            else:
+                command = f"mkdir -p src && echo '{text.strip()}' >> {name}"
+                hooked("Bash", {"command": command}, f"t{calls}",
+                       lambda command=command: subprocess.run(command, shell=True, cwd=repo,
+                                                              check=True))
+        trees.append(tree_of(repo))
+    for turn in range(len(trees) - 1, 0, -1):
+        ok(repo, "undo", "--run", run, "--turn", str(turn))
+        assert tree_of(repo) == trees[turn - 1], (seed, turn)
+    for turn in range(1, len(trees)):
+        ok(repo, "redo", "--run", run)
+        assert tree_of(repo) == trees[turn], (seed, turn)
+    assert wal(repo, "verify", "--run", run).returncode == 0
