@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .conftest import GIT_WAL, git, ok, wal
+from .test_agent_payloads import claude_run, claude_tool, run_hook, wal_log
 
 
 @contextmanager
@@ -105,3 +106,78 @@ def test_a_multi_path_step_is_refused_on_any_held_path(repo: Path, tmp_path: Pat
     _, err = first.communicate(timeout=60)
     assert first.returncode == 0, err.decode()
     assert (repo / "b.txt").read_text() == "new b\n"
+
+
+# -- agent runs (hooks: the intent and the commit are two processes) --------------------
+
+S1 = "11111111-0b7d-4c1e-9a55-2f4d6c8e1b23"
+S2 = "22222222-0b7d-4c1e-9a55-2f4d6c8e1b23"
+
+
+def edit(repo: Path, old: str, new: str) -> dict[str, object]:
+    return {"file_path": str(repo / "README"), "old_string": old, "new_string": new,
+            "replace_all": False}
+
+
+def test_an_agent_edit_is_blocked_while_another_agent_run_has_the_path_open(
+        repo: Path) -> None:
+    first = edit(repo, "hello", "bye")
+    pre = run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit", first, "t1",
+                                               session=S1))
+    assert pre.code == 0, pre.err
+    # The first agent has logged its intent and not yet written: a second session's
+    # Edit of the same file is blocked, with words the model can act on, even when
+    # unlogged calls are allowed (running it would lose one of the two edits).
+    for fail_open in ("false", "true"):
+        git(repo, "config", "wal.agent.failOpen", fail_open)
+        second = run_hook(repo, "claude", claude_tool(
+            repo, "PreToolUse", "Edit", edit(repo, "hello", "salut"), "u1", session=S2))
+        assert second.code == 2, second.err
+        assert f"README is being changed by run {claude_run(S1)}" in second.err
+        assert "Edit" in second.err and "nothing was changed" in second.err
+        assert "read the file again and retry" in second.err
+        assert not [r for r in wal_log(repo, claude_run(S2)) if r["type"] == "intent"]
+    (repo / "README").write_text("bye\n")
+    post = run_hook(repo, "claude", claude_tool(repo, "PostToolUse", "Edit", first, "t1",
+                                                session=S1))
+    assert post.code == 0, post.err
+    # The step is over: the second session reads the file again and its retry goes through.
+    retry = edit(repo, "bye", "salut")
+    pre = run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit", retry, "u2",
+                                               session=S2))
+    assert pre.code == 0, pre.err
+    [intent] = [r for r in wal_log(repo, claude_run(S2)) if r["type"] == "intent"]
+    assert intent["target"] == ["README"] and intent["status"] == "open"
+
+
+def test_cli_and_agent_steps_keep_off_each_others_paths(repo: Path, tmp_path: Path) -> None:
+    ok(repo, "begin", "--task", "cli work", "--run", "run-b")
+    pre = run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit",
+                                               edit(repo, "hello", "bye"), "t1", session=S1))
+    assert pre.code == 0, pre.err
+    # An agent's open intent keeps a CLI step off its path...
+    before = head(repo, "run-b")
+    refused = wal(repo, "apply", "--run", "run-b", "write-file", "README", input=b"B\n")
+    assert refused.returncode == 1
+    assert f"error: README is being changed by run {claude_run(S1)}" in refused.stderr
+    assert "LSN 2 Edit" in refused.stderr and "git wal recover --run" in refused.stderr
+    assert (repo / "README").read_text() == "hello\n" and head(repo, "run-b") == before
+    (repo / "README").write_text("bye\n")
+    assert run_hook(repo, "claude", claude_tool(repo, "PostToolUse", "Edit",
+                                                edit(repo, "hello", "bye"), "t1",
+                                                session=S1)).code == 0
+    # ... and a CLI step in progress keeps an agent's call off its path.
+    fifo = tmp_path / "pause"
+    os.mkfifo(fifo)
+    cli = start_apply(repo, "run-b", "README", b"B\n", "after-intent", fifo)
+    with paused(cli, fifo):
+        blocked = run_hook(repo, "claude", claude_tool(
+            repo, "PreToolUse", "Edit", edit(repo, "bye", "ciao"), "t2", session=S1))
+        assert blocked.code == 2
+        assert "README is being changed by run run-b (task 'cli work')" in blocked.err
+        assert "write_file" in blocked.err
+    _, err = cli.communicate(timeout=60)
+    assert cli.returncode == 0, err.decode()
+    assert (repo / "README").read_text() == "B\n"
+    assert not [r for r in wal_log(repo, claude_run(S1))
+                if r["type"] == "intent" and r["status"] == "open"]
