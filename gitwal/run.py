@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from . import tools
+from .claims import keep_off_claims
 from .crashpoints import crash_point
 from .effects import (
     CommandResult,
@@ -108,6 +109,11 @@ class Run(ToolSteps):
             )
         return head, Lsn(last.lsn + 1)
 
+    def next_record(self) -> tuple[CommitId, Lsn]:
+        """Head and next LSN for a record that is not a step (a claim): refused
+        while an intent is open, as for a step. The caller holds the run lock."""
+        return self._next()
+
     def _close(self, head: CommitId, record: Record, refs: Sequence[Ref] = ()) -> CommitId:
         """Append the commit or abort record that closes the open intent."""
         return self.store.append([record], refs, head)
@@ -165,6 +171,7 @@ class Run(ToolSteps):
             other = open_step_on(self.store.repo, self.id, paths)
             if other is not None:
                 raise other.refusal()
+            keep_off_claims(self.store.repo, self.id, paths)
             yield
 
     def step(self, tool: str, args: dict[str, Any], paths: Sequence[str],

@@ -32,6 +32,7 @@ from typing import Any
 
 import pygit2
 
+from ..claims import keep_off_claims
 from ..errors import ToolRefused, UnknownRun
 from ..ids import ABSENT, UNKNOWN, CommitId, Lsn, TreeId
 from ..log.others import open_step_on
@@ -271,6 +272,7 @@ class External:
         other = open_step_on(self.repo, self.run.id, paths)
         if other is not None:
             raise other.refusal()
+        keep_off_claims(self.repo, self.run.id, paths)
 
     def _file_args(self, call: Call, paths: list[str],
                    post_ids: list[str]) -> tuple[str, dict[str, Any]]:
