@@ -116,3 +116,15 @@ def test_cli_claim_runs_log_verify_and_warn_mode(repo: Path) -> None:
     assert released["paths"] == ["README"]
     assert json.loads(ok(repo, "release", "--run", "a", "--json")) == {
         "run": "a", "lsn": None, "paths": []}
+
+
+def test_verify_reports_a_claim_that_follows_an_open_intent(repo: Path) -> None:
+    a = Wal(repo).begin(run_id="a")
+    assert wal(repo, "exec", "--irreversible", "--", "true").returncode == 3
+    head = a.store.head()
+    # Written behind gitwal's back: claims.claim refuses it (test above).
+    with a.store.locked():
+        a.store.append([Claim(a.id, 3, ("README",), T0, 60)], [], head)  # type: ignore[arg-type]
+    proc = wal(repo, "verify", "--run", "a")
+    assert proc.returncode == 1
+    assert "claim written while intent LSN 2 is open" in proc.stdout + proc.stderr
