@@ -5,6 +5,10 @@ timed with whole processes (docs/agents-together.md).
   own file (the single step's latency);
 * ``parallel``: two runs, each a loop of `git wal apply` processes on files of
   its own, both loops at once (wall time for all the steps);
+* ``checks``: in process, the added work alone (path lock, scans), to
+  explain the whole-process numbers;
+* ``parallel with a check``: the same with a 0.5 s ``--check`` per step (a
+  check runs while the step holds its locks);
 * ``hook``: `git wal hook claude` (in-process) for an Edit's PreToolUse and
   PostToolUse, with ``--others`` other live runs in the repository, each
   holding an open agent intent on a file of its own (the scan's worst case).
@@ -40,12 +44,13 @@ def apply_latency(root: Path, steps: int) -> Stats:
     return Stats.of([_apply(repo, "a", f"f{i}.txt", f"{i}\n".encode()) for i in range(steps)])
 
 
-def parallel(root: Path, steps: int) -> float:
-    repo = init_repo(root / "parallel", {"README": b"r\n"})
+def parallel(root: Path, steps: int, check: str = "") -> float:
+    repo = init_repo(root / f"parallel{bool(check)}", {"README": b"r\n"})
     for run in ("a", "b"):
         sh("git-wal", "begin", "--run", run, cwd=repo)
-    loop = ("for i in $(seq 1 {n}); do echo $i | git-wal apply --run {r} write-file "
-            "{r}$i.txt >/dev/null || exit 1; done")
+    opt = f"--check '{check}' " if check else ""
+    loop = ("for i in $(seq 1 {n}); do echo $i | git-wal apply --run {r} " + opt +
+            "write-file {r}$i.txt >/dev/null || exit 1; done")
     t0 = time.perf_counter()
     procs = [subprocess.Popen(["sh", "-c", loop.format(n=steps, r=r)], cwd=repo)
              for r in ("a", "b")]
@@ -89,6 +94,30 @@ def hook_latency(root: Path, steps: int, others: int) -> Stats:
     return Stats.of(times)
 
 
+def check_cost(root: Path, others: int, rounds: int = 200) -> Stats:
+    """In process, what a step adds: its path lock taken and let go, the scan of
+    other runs' open intents and of claims (the rest of a step is unchanged)."""
+    from gitwal import Wal
+    from gitwal.claims import keep_off_claims
+    from gitwal.log.others import open_step_on
+    from gitwal.log.pathlocks import Holder, path_locks
+
+    files = {"f.txt": b"x\n", **{f"o{k}.txt": b"x\n" for k in range(others)}}
+    repo = init_repo(root / f"cost{others}", files)
+    for k in range(others):
+        _hook(repo, _payload(repo, f"other-{k}", "PreToolUse", f"o{k}.txt", f"o{k}"))
+    w = Wal(repo)
+    me = w.begin(run_id="me")
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        with path_locks(w.repo, ["f.txt"], Holder(me.id, 2, "write_file", "")):
+            assert open_step_on(w.repo, me.id, ["f.txt"]) is None
+            keep_off_claims(w.repo, me.id, ["f.txt"])
+        times.append(time.perf_counter() - t0)
+    return Stats.of(times)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=20)
@@ -102,6 +131,13 @@ def main() -> None:
               f"p10 {fmt_time(a.p10)} p90 {fmt_time(a.p90)}")
         wall = parallel(root, opts.steps)
         print(f"parallel (2 runs x {opts.steps} applies): {wall:.2f} s wall")
+        # A step's check runs under its locks: 0.5 s each, 2 runs x 5 steps.
+        wall = parallel(root, 5, "sleep 0.5")
+        print(f"parallel with a 0.5 s check (2 runs x 5 applies): {wall:.2f} s wall")
+        for others in (0, opts.others):
+            c = check_cost(root, others)
+            print(f"checks in process, {others} other runs with an open intent: "
+                  f"median {fmt_time(c.median)} p90 {fmt_time(c.p90)}")
         for others in (0, opts.others):
             h = hook_latency(root, opts.steps, others)
             print(f"hook PreToolUse, {others} other runs with an open intent: "
