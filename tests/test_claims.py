@@ -16,6 +16,8 @@ from gitwal.records.codec import decode, encode
 from gitwal.records.model import Claim, Seal
 
 from .conftest import git, ok, wal
+from .test_agent_payloads import claude_run, claude_tool, run_hook, wal_log
+from .test_json_schema import check
 
 T0 = 1_800_000_000
 
@@ -128,3 +130,32 @@ def test_verify_reports_a_claim_that_follows_an_open_intent(repo: Path) -> None:
     proc = wal(repo, "verify", "--run", "a")
     assert proc.returncode == 1
     assert "claim written while intent LSN 2 is open" in proc.stdout + proc.stderr
+
+
+def test_claim_documents_follow_the_schema_and_begin_reports_overlaps(repo: Path) -> None:
+    ok(repo, "begin", "--run", "a", "--claim", "src/*")
+    begun = check(json.loads(ok(repo, "begin", "--run", "b", "--claim", "src/x.py",
+                                "--json")), "begin")
+    assert [(o["run"], o["path"]) for o in begun["overlaps"]] == [("a", "src/*")]
+    proc = wal(repo, "begin", "--run", "c", "--claim", "src/y.py")
+    assert "warning: src/y.py overlaps run a's claim of 'src/*'" in proc.stderr
+    check(json.loads(ok(repo, "claim", "--run", "a", "README", "--json")), "claim")
+    check(json.loads(ok(repo, "runs", "--json")), "runs")
+    for line in ok(repo, "log", "--run", "a", "--json").splitlines():
+        check(json.loads(line), "log_line")
+    check(json.loads(ok(repo, "release", "--run", "a", "README", "--json")), "release")
+    check(json.loads(ok(repo, "release", "--run", "a", "README", "--json")), "release")
+    bad = wal(repo, "claim", "--run", "a", "../x")
+    assert bad.returncode == 1 and "error: cannot claim '../x'" in bad.stderr
+
+
+def test_an_agent_call_on_a_claimed_path_is_blocked(repo: Path) -> None:
+    ok(repo, "begin", "--run", "a", "--task", "docs", "--claim", "README")
+    edit = {"file_path": str(repo / "README"), "old_string": "hello", "new_string": "bye"}
+    r = run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit", edit, "t1"))
+    assert r.code == 2
+    assert "README is claimed by run a" in r.err and "nothing was changed" in r.err
+    assert not [x for x in wal_log(repo, claude_run()) if x["type"] == "intent"]
+    ok(repo, "release", "--run", "a")
+    r = run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit", edit, "t2"))
+    assert r.code == 0, r.err
