@@ -181,3 +181,38 @@ def test_cli_and_agent_steps_keep_off_each_others_paths(repo: Path, tmp_path: Pa
     assert (repo / "README").read_text() == "B\n"
     assert not [r for r in wal_log(repo, claude_run(S1))
                 if r["type"] == "intent" and r["status"] == "open"]
+
+
+def test_runs_of_two_worktrees_do_not_hold_each_other_off(repo: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    git(repo, "worktree", "add", "-q", str(other))
+    ok(repo, "begin", "--run", "run-a")
+    ok(other, "begin", "--run", "run-w")
+    fifo = tmp_path / "pause"
+    os.mkfifo(fifo)
+    first = start_apply(repo, "run-a", "README", b"A\n", "after-intent", fifo)
+    with paused(first, fifo):
+        # The same path in another working tree is another file.
+        ok(other, "apply", "--run", "run-w", "write-file", "README", input=b"W\n")
+    _, err = first.communicate(timeout=60)
+    assert first.returncode == 0, err.decode()
+    assert (repo / "README").read_text() == "A\n" and (other / "README").read_text() == "W\n"
+
+
+def test_an_undo_is_refused_while_another_run_writes_its_path(repo: Path,
+                                                             tmp_path: Path) -> None:
+    ok(repo, "begin", "--run", "run-a")
+    ok(repo, "apply", "--run", "run-a", "write-file", "README", input=b"A\n")
+    ok(repo, "begin", "--run", "run-b")
+    fifo = tmp_path / "pause"
+    os.mkfifo(fifo)
+    writer = start_apply(repo, "run-b", "README", b"B\n", "after-intent", fifo)
+    with paused(writer, fifo):
+        before = head(repo, "run-a")
+        undo = wal(repo, "undo", "--run", "run-a")
+        assert undo.returncode == 1
+        assert "README is being changed by run run-b" in undo.stderr
+        assert head(repo, "run-a") == before and (repo / "README").read_text() == "A\n"
+    _, err = writer.communicate(timeout=60)
+    assert writer.returncode == 0, err.decode()
+    assert (repo / "README").read_text() == "B\n"
