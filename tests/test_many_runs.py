@@ -216,3 +216,20 @@ def test_an_undo_is_refused_while_another_run_writes_its_path(repo: Path,
     _, err = writer.communicate(timeout=60)
     assert writer.returncode == 0, err.decode()
     assert (repo / "README").read_text() == "B\n"
+
+
+def test_a_killed_step_keeps_its_path_until_it_is_recovered(repo: Path) -> None:
+    ok(repo, "begin", "--run", "run-a", "--task", "greeting")
+    ok(repo, "begin", "--run", "run-b")
+    killed = wal(repo, "apply", "--run", "run-a", "write-file", "README", input=b"A\n",
+                 env={"GITWAL_CRASH_AT": "after-intent"})
+    assert killed.returncode == -9
+    # The kernel dropped its path lock; its open intent still marks the path.
+    refused = wal(repo, "apply", "--run", "run-b", "write-file", "README", input=b"B\n")
+    assert refused.returncode == 1
+    assert "README is being changed by run run-a (task 'greeting'), LSN 2 write_file" \
+        in refused.stderr
+    assert "`git wal recover --run run-a`" in refused.stderr
+    ok(repo, "recover", "--run", "run-a")
+    ok(repo, "apply", "--run", "run-b", "write-file", "README", input=b"B\n")
+    assert (repo / "README").read_text() == "B\n"
