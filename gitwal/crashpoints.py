@@ -50,6 +50,23 @@ def die() -> NoReturn:
 
 
 def crash_point(name: str) -> None:
-    """SIGKILL this process if ``GITWAL_CRASH_AT`` names this point (and count)."""
+    """SIGKILL this process if ``GITWAL_CRASH_AT`` names this point (and count);
+    pause it there if ``GITWAL_PAUSE_AT`` does."""
     if crash_due(name):
         die()
+    if name == _pause_name:
+        pause(_pause_fifo)
+
+
+# Tests only: ``GITWAL_PAUSE_AT=<name>:<fifo>`` makes the process stop at the
+# named point (each arrival) until the test lets it go. The process opens the
+# fifo for reading, which blocks until the test opens it for writing (so the
+# test knows the process is there), then reads to end of file (the test
+# closes its end to release it). Events are ordered by the fifo, never by time.
+_pause_name, _, _pause_fifo = os.environ.get("GITWAL_PAUSE_AT", "").partition(":")
+
+
+def pause(fifo: str) -> None:
+    with open(fifo, "rb") as f:
+        while f.read(4096):
+            pass

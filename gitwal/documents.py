@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the CLI loads this for every command: keep imports lazy
+    from .claims import Live
     from .errors import WalError
     from .wal import RunInfo, Status
 
@@ -37,7 +38,13 @@ def run_info(info: RunInfo) -> dict[str, Any]:
     """One element of `git wal runs --json`."""
     return {"run": info.run, "task": info.task, "records": info.records,
             "open": list(info.open), "current": info.current,
-            "worktree": worktree(info.worktree), "damaged": info.damaged}
+            "worktree": worktree(info.worktree), "damaged": info.damaged,
+            "claims": [claim(c) for c in info.claims]}
+
+
+def claim(c: Live) -> dict[str, Any]:
+    """A live claim: its pattern, the record that made it, when it ends (Unix seconds)."""
+    return {"run": c.run, "path": c.pattern, "lsn": c.lsn, "until": c.until}
 
 
 def error(message: str, hint: str, kind: str, exit_code: int) -> dict[str, Any]:

@@ -31,6 +31,7 @@ def _step_env(intent: Intent) -> dict[str, str]:
     env = dict(os.environ, GITWAL_RUN=intent.run, GITWAL_LSN=str(intent.lsn),
                GITWAL_KEY=intent.key)
     env.pop("GITWAL_CRASH_AT", None)  # a child is not part of the crash test
+    env.pop("GITWAL_PAUSE_AT", None)
     return env
 
 

@@ -6,16 +6,22 @@ Invariants (docs/recovery.md relies on them):
 * a commit record is written only after every target hashed to its post-image
   and the check (if any) exited 0;
 * one gitwal process at a time works on a run (an advisory lock held for the
-  whole step), so at most one intent is open, and it is the newest record.
+  whole step), so at most one intent is open, and it is the newest record;
+* one step at a time, of any run, writes a path: a file step holds its
+  targets' path locks (log/pathlocks.py) from reading the pre-images to its
+  closing record, and is refused before its intent while another run holds
+  one, or has an open agent intent on one (log/others.py).
 """
 
 from __future__ import annotations
 
 import shlex
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from . import tools
+from .claims import keep_off_claims
 from .crashpoints import crash_point
 from .effects import (
     CommandResult,
@@ -28,6 +34,8 @@ from .effects import (
 from .errors import NeedsApproval, RunBusy, StepFailed, ToolRefused
 from .ids import ABSENT, CommitId, Lsn, RunId, TreeId
 from .log.authorship import attach
+from .log.others import open_step_on
+from .log.pathlocks import Holder, path_locks
 from .log.store import Ref, Store
 from .records.model import (
     REPLAY_SAFE,
@@ -101,6 +109,11 @@ class Run(ToolSteps):
             )
         return head, Lsn(last.lsn + 1)
 
+    def next_record(self) -> tuple[CommitId, Lsn]:
+        """Head and next LSN for a record that is not a step (a claim): refused
+        while an intent is open, as for a step. The caller holds the run lock."""
+        return self._next()
+
     def _close(self, head: CommitId, record: Record, refs: Sequence[Ref] = ()) -> CommitId:
         """Append the commit or abort record that closes the open intent."""
         return self.store.append([record], refs, head)
@@ -129,21 +142,37 @@ class Run(ToolSteps):
                 paths.append(args[name])
             if len(set(paths)) != len(paths):
                 raise ToolRefused(f"{tool}: the same path is named twice")
-            pre_content = []
-            pre_modes = []
-            for p in paths:
-                data, mode = self.wt.read(p)
-                pre_content.append(data)
-                pre_modes.append(mode)
-            post_content = spec.apply(tuple(pre_content), args)
-            post_ids = [ABSENT if data is None else self.store.put_blob(data)
-                        for data in post_content]
-            logged = dict(args)
-            if tool == "write_file":
-                # The content is the post-image blob; the record names it.
-                logged["content"] = post_ids[0]
-            return self.step(tool, logged, paths, pre_content, pre_modes, post_ids,
-                             check, step, timeout)
+            with self.paths_locked(tool, paths):
+                pre_content = []
+                pre_modes = []
+                for p in paths:
+                    data, mode = self.wt.read(p)
+                    pre_content.append(data)
+                    pre_modes.append(mode)
+                post_content = spec.apply(tuple(pre_content), args)
+                post_ids = [ABSENT if data is None else self.store.put_blob(data)
+                            for data in post_content]
+                logged = dict(args)
+                if tool == "write_file":
+                    # The content is the post-image blob; the record names it.
+                    logged["content"] = post_ids[0]
+                return self.step(tool, logged, paths, pre_content, pre_modes, post_ids,
+                                 check, step, timeout)
+
+    @contextmanager
+    def paths_locked(self, tool: str, paths: Sequence[str]) -> Iterator[None]:
+        """Hold ``paths`` against every other run's step (the caller holds the
+        run lock), from reading the pre-images to the closing record; refused
+        (:class:`PathBusy`, nothing logged) when another run's step, or an open
+        agent intent of another run, is on one of them."""
+        head, lsn = self._next()  # refuses an open intent of this run first
+        task = self.store.root_plan(head).task  # cached: Wal.run read it already
+        with path_locks(self.store.repo, paths, Holder(self.id, lsn, tool, task)):
+            other = open_step_on(self.store.repo, self.id, paths)
+            if other is not None:
+                raise other.refusal()
+            keep_off_claims(self.store.repo, self.id, paths)
+            yield
 
     def step(self, tool: str, args: dict[str, Any], paths: Sequence[str],
              pre_content: Sequence[bytes | None], pre_modes: Sequence[int],

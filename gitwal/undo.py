@@ -178,19 +178,23 @@ def perform(run: Run, plan: Undo) -> Undo:
         if fresh != plan:
             raise WalError(f"the run or the tree changed while the {plan.tool} was worked out",
                            f"run `git wal {plan.tool}` again")
-        pre, modes = [], []
-        for path in plan.paths:
-            data, mode = run.wt.read(path)
-            if data is not None and mode not in _FILE_MODES:
-                raise ToolRefused(f"{path} is not a regular file now",
-                                  "move it away, then undo again")
-            pre.append(data)
-            modes.append(mode if data is not None else 0)
-        key = "undoes" if plan.tool == "undo" else "redoes"
-        args: dict[str, Any] = {
-            key: [int(n) for n in plan.lsns] if plan.tool == "undo" else int(plan.lsns[0]),
-            "paths": list(plan.paths), "contents": list(plan.to), "modes": list(plan.modes)}
-        done = run.step(plan.tool, args, plan.paths, pre, modes, plan.to)
+        # Another run's step on these paths would race the restore: held off
+        # (or this one refused) as for any file step.
+        with run.paths_locked(plan.tool, plan.paths):
+            pre, modes = [], []
+            for path in plan.paths:
+                data, mode = run.wt.read(path)
+                if data is not None and mode not in _FILE_MODES:
+                    raise ToolRefused(f"{path} is not a regular file now",
+                                      "move it away, then undo again")
+                pre.append(data)
+                modes.append(mode if data is not None else 0)
+            key = "undoes" if plan.tool == "undo" else "redoes"
+            args: dict[str, Any] = {
+                key: [int(n) for n in plan.lsns] if plan.tool == "undo" else int(plan.lsns[0]),
+                "paths": list(plan.paths), "contents": list(plan.to),
+                "modes": list(plan.modes)}
+            done = run.step(plan.tool, args, plan.paths, pre, modes, plan.to)
     return Undo(plan.tool, plan.lsns, plan.paths, plan.now, plan.to, plan.modes,
                 plan.drifted, done.lsn)
 

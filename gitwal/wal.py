@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import pygit2
 
+from .claims import Live, now_s, run_claims
 from .durable import atomic_write, makedirs_durable, unlink_durable
 from .errors import CorruptLog, UnknownRun, WalError
 from .ids import Lsn, RunId, new_run_id, valid_run_id
@@ -43,6 +44,7 @@ class RunInfo:
     current: bool
     worktree: tuple[str, str] | None = None  # (name, path) the run is bound to
     damaged: str | None = None  # why the log cannot be read (`git wal repair RUN`)
+    claims: tuple[Live, ...] = ()  # live claims (claims.py)
 
     @property
     def open_intents(self) -> tuple[Lsn, ...]:
@@ -208,6 +210,7 @@ class Wal:
         except UnknownRun:
             current = None
         out = []
+        now = now_s()
         for rid in list_runs(self.repo):
             # One damaged log is reported as such; it never hides the others.
             try:
@@ -218,7 +221,7 @@ class Wal:
                 out.append(RunInfo(rid, "", 0, (), rid == current, damaged=e.message))
                 continue
             out.append(RunInfo(rid, st.task, st.records, st.open, rid == current,
-                               st.worktree))
+                               st.worktree, claims=tuple(run_claims(self.repo, rid, now))))
         return out
 
     def status(self, run_id: str | None = None) -> Status:

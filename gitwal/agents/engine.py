@@ -30,6 +30,7 @@ import pygit2
 from .. import checkpoint as cp
 from ..errors import NotARepository, PathRefused, RunBusy, UnknownRun, WalError
 from ..ids import RunId, valid_run_id
+from ..log.pathlocks import PathBusy
 from ..records.model import Checkpoint, Commit, Intent, Record, Unlogged, agent_tag
 from ..repository import wal_dir
 from ..run import Run
@@ -289,10 +290,20 @@ def perform(session: Session, action: Action, event: str) -> Reply:
     """Carry out ``action``; every failure is turned into the policy's reply."""
     try:
         return _perform(session, action, event)
+    except PathBusy as e:
+        return busy_block(e)
     except (WalError, OSError, pygit2.GitError) as e:
         message = e.message if isinstance(e, WalError) else str(e) or type(e).__name__
         hint = e.hint if isinstance(e, WalError) else ""
         return failure(session.config, action, message, hint)
+
+
+def busy_block(e: PathBusy) -> Reply:
+    """Another run is changing a path of this call: refused even with
+    wal.agent.failOpen (running it would be a lost update), in words the
+    model can act on."""
+    return Reply(block=f"gitwal: {e.message}, so this call was refused (nothing was changed): "
+                       f"{e.hint}.")
 
 
 def failure(config: Config, action: Action, message: str, hint: str) -> Reply:

@@ -26,14 +26,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import pygit2
 
+from ..claims import keep_off_claims
 from ..errors import ToolRefused, UnknownRun
 from ..ids import ABSENT, UNKNOWN, CommitId, Lsn, TreeId
+from ..log.others import open_step_on
+from ..log.pathlocks import Holder, path_locks
 from ..log.store import Ref
 from ..records.model import (
     AGENT_ARG,
@@ -71,6 +74,8 @@ class Pending:
     head: CommitId
     records: list[Record]
     pending: list[tuple[Record, list[Ref]]]
+    # Locks a call takes under the run lock and keeps until its append is done.
+    held: ExitStack = field(default_factory=ExitStack)
 
     @property
     def next_lsn(self) -> Lsn:
@@ -115,11 +120,12 @@ class External:
             # The segment at the head we will append to (log/chain.py keeps the
             # segments it read: a hook server reads only the appends since).
             state = Pending(head, self.store.segment(head), [])
-            yield state
-            if state.pending:
-                refs = {(r.oid, r.is_tree): r for _, rs in state.pending for r in rs}
-                self.store.append([r for r, _ in state.pending],
-                                  sorted(refs.values(), key=lambda r: r.oid), head)
+            with state.held:
+                yield state
+                if state.pending:
+                    refs = {(r.oid, r.is_tree): r for _, rs in state.pending for r in rs}
+                    self.store.append([r for r, _ in state.pending],
+                                      sorted(refs.values(), key=lambda r: r.oid), head)
 
     # -- the log's expectation -------------------------------------------------
 
@@ -225,6 +231,7 @@ class External:
             already = self._open_for(state.records, call)
             if already is not None:  # a retried hook: the intent is durable already
                 return Outcome((), already)
+            self._keep_off_others(state, call, paths)
             self._notice(state, call.who(event), paths)
             pre_data: list[Content] = []
             modes: list[int] = []
@@ -253,6 +260,20 @@ class External:
             return Outcome((), intent, note)
 
         return self._locked(call, event, wait, body)
+
+    def _keep_off_others(self, state: Pending, call: Call, paths: Sequence[str]) -> None:
+        """Refuse (:class:`PathBusy`, nothing appended) a call on a path another
+        run is changing: its step holds the path lock, or its open intent names
+        the path (an agent's step spans two hooks: no lock can span it, so the
+        open intent is the mark). The path locks are kept until this call's
+        intent is appended, so two runs' hooks never both pass this check."""
+        task = self.store.plan(state.records[0]).task  # O(1): the segment's first record
+        state.held.enter_context(path_locks(self.repo, paths,
+                                            Holder(self.run.id, state.next_lsn, call.tool, task)))
+        other = open_step_on(self.repo, self.run.id, paths)
+        if other is not None:
+            raise other.refusal()
+        keep_off_claims(self.repo, self.run.id, paths)
 
     def _file_args(self, call: Call, paths: list[str],
                    post_ids: list[str]) -> tuple[str, dict[str, Any]]:

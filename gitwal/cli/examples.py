@@ -62,6 +62,13 @@ EXAMPLES: dict[str, str] = {
         ("take back the newest undo",
          "git wal redo"),
     ),
+    "claim": _examples(
+        ("keep other runs off the API sources for half an hour",
+         "git wal claim 'src/api/*' docs/api.md --ttl 1800"),
+    ),
+    "release": _examples(
+        ("end every claim of the current run", "git wal release"),
+    ),
     "approve": _examples(
         ("let the waiting push run (it runs when the same command is given again)",
          'git wal approve 9 --note "release 1.2 reviewed"'),

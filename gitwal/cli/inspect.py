@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -139,6 +140,9 @@ def runs(as_json: bool) -> None:
         flag = f"  {len(info.open)} open" if info.open else ""
         where = f"  [{_shown(info.worktree[1])}]" if info.worktree is not None else ""
         click.echo(f"{mark} {info.run}  {info.records} records{flag}  {safe(info.task)}{where}")
+        for c in info.claims:
+            click.echo(f"    claims {_shown(c.pattern)} (LSN {c.lsn}, until "
+                       f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(c.until))})")
 
 
 def _shown(text: str) -> str:

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from .. import claims, documents
 from ..run import Run, StepResult
 from ..wal import Wal
 from . import commands_to_stderr, emit_json, handled
@@ -18,16 +19,32 @@ from .options import CHECK, JSON, RUN, STEP, TIMEOUT, WAIT
 @click.option("--run", "run_id", metavar="ID", help="Choose the run id yourself.")
 @click.option("--step", "steps", multiple=True, metavar="TEXT",
               help="An intended step, in order (repeatable).")
+@click.option("--claim", "claimed", multiple=True, metavar="PATH",
+              help="Claim PATH (or a glob) for the run at once, for an hour (repeatable; "
+                   "`git wal claim` sets another --ttl).")
 @JSON
 @handled
-def begin(task: str, run_id: str | None, steps: tuple[str, ...], as_json: bool) -> None:
+def begin(task: str, run_id: str | None, steps: tuple[str, ...], claimed: tuple[str, ...],
+          as_json: bool) -> None:
     """Start a run: write its plan and make it current; prints the run id."""
+    if claimed:
+        claims.check_patterns(claimed)  # a bad pattern fails before the run exists
     run = Wal(".").begin(task=task, run_id=run_id, steps=steps)
+    overlaps: list[tuple[claims.Live, str]] = []
+    if claimed:
+        _, overlaps = claims.claim(run, claimed)
     if as_json:
-        emit_json({"run": run.id, "ref": run.store.ref_name, "task": task,
-                   "steps": list(steps)})
+        doc: dict[str, Any] = {"run": run.id, "ref": run.store.ref_name, "task": task,
+                               "steps": list(steps)}
+        if claimed:
+            doc["claims"] = list(claimed)
+            doc["overlaps"] = [documents.claim(c) for c, _ in overlaps]
+        emit_json(doc)
     else:
         click.echo(run.id)
+    for c, p in overlaps:
+        print(f"warning: {p} overlaps run {c.run}'s claim of {c.pattern!r} (LSN {c.lsn})",
+              file=sys.stderr)
 
 
 def _report(run: Run, result: StepResult, step: int | None, as_json: bool) -> None:

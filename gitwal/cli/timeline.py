@@ -32,6 +32,7 @@ from ..records.model import (
     Abort,
     Approval,
     Checkpoint,
+    Claim,
     Commit,
     Intent,
     Plan,
@@ -243,6 +244,10 @@ class Timeline:
             text = f"approves {rec.intent} ({cut(rec.approved_by, 60)})" + (
                 f": {cut(rec.note, TEXT_WIDTH)}" if rec.note else "")
             return self._head(rec.lsn, "approval", "cyan") + text
+        if isinstance(rec, Claim):
+            what = (f"releases {cut(' '.join(rec.paths), WHAT_WIDTH)}" if rec.ttl == 0 else
+                    f"claims {cut(' '.join(rec.paths), WHAT_WIDTH)} for {rec.ttl} s")
+            return self._head(rec.lsn, "claim", "cyan") + what
         raise TypeError(f"not a plain record: {type(rec).__name__}")
 
 

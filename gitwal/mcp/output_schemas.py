@@ -14,6 +14,8 @@ DEFS: dict[str, Any] = {
             'ref': {'type': 'string', 'pattern': '^refs/wal/'},
             'task': {'type': 'string'},
             'steps': {'type': 'array', 'items': {'type': 'string'}},
+            'claims': {'type': 'array', 'items': {'type': 'string'}},
+            'overlaps': {'type': 'array', 'items': {'$ref': '#/$defs/live_claim'}},
         },
     },
     'checkpoint_result': {
@@ -69,6 +71,21 @@ DEFS: dict[str, Any] = {
             'target': {'$ref': '#/$defs/target'},
             'step': {'$ref': '#/$defs/plan_step'},
         },
+    },
+    'live_claim': {
+        'type': 'object',
+        'additionalProperties': False,
+        'required': ['run', 'path', 'lsn', 'until'],
+        'properties': {
+            'run': {'type': 'string'},
+            'path': {'type': 'string', 'minLength': 1},
+            'lsn': {'$ref': '#/$defs/lsn'},
+            'until': {'type': 'integer', 'minimum': 0},
+        },
+        'description': (
+            "a live claim: its run, the path or glob claimed, the claim record's LSN, and when "
+            'it ends (Unix seconds)'
+        ),
     },
     'lsn': {
         'description': 'A log sequence number: an integer, 1-based.',

@@ -151,7 +151,21 @@ class Approval:
     note: str = ""
 
 
-Record = Plan | Intent | Commit | Abort | Checkpoint | Unlogged | Seal | Approval
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """Reserves paths for this run (docs/agents-together.md): another run's step
+    on a path one of ``paths`` matches is refused (or only warned about) until
+    ``at + ttl``. A later claim of the same pattern by this run replaces it;
+    ``ttl`` 0 releases it. A claim dies with its run's seal or drop too."""
+
+    run: RunId
+    lsn: Lsn
+    paths: tuple[str, ...]  # tree-relative paths or glob patterns (fnmatch: * ? [...])
+    at: int  # Unix seconds when the claim was made
+    ttl: int  # seconds it lasts from ``at``; 0: a release
+
+
+Record = Plan | Intent | Commit | Abort | Checkpoint | Unlogged | Seal | Approval | Claim
 TYPES: dict[str, type[Record]] = {
     "plan": Plan,
     "intent": Intent,
@@ -161,6 +175,7 @@ TYPES: dict[str, type[Record]] = {
     "unlogged": Unlogged,
     "seal": Seal,
     "approval": Approval,
+    "claim": Claim,
 }
 _NAMES = {cls: name for name, cls in TYPES.items()}
 
@@ -185,6 +200,9 @@ def summary(record: Record) -> str:
         return f"wal {record.lsn} seal {record.last}"
     if isinstance(record, Approval):
         return f"wal {record.lsn} approval {record.intent}"
+    if isinstance(record, Claim):
+        what = "release" if record.ttl == 0 else "claim"
+        return f"wal {record.lsn} {what} {' '.join(record.paths)[:60]}"
     return f"wal {record.lsn} abort {record.intent}: {record.reason[:60]}"
 
 

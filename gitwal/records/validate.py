@@ -20,6 +20,7 @@ from .model import (
     Abort,
     Approval,
     Checkpoint,
+    Claim,
     Commit,
     Intent,
     Plan,
@@ -230,6 +231,12 @@ def build(cls: type[Record], body: dict[str, Any]) -> Record:
         if "note" in body and not (isinstance(note, str) and note):
             raise ValueError("note, when present, must be a non-empty string")
         return Approval(run, lsn, Lsn(intent), who, note)
+    if cls is Claim:
+        paths = _paths("paths", req("paths", list), non_empty=True, distinct=True)
+        at, ttl = req("at", int), req("ttl", int)
+        if at < 0 or ttl < 0:
+            raise ValueError("at and ttl must not be negative")
+        return Claim(run, lsn, paths, at, ttl)
     if cls is Seal:
         last, head, tree = req("last", int), req("head", str), req("tree", str)
         if last != lsn - 1:

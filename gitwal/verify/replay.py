@@ -30,6 +30,7 @@ from ..records.model import (
     Abort,
     Approval,
     Checkpoint,
+    Claim,
     Commit,
     Intent,
     Plan,
@@ -90,8 +91,8 @@ def closing_failures(run: str, history: list[Entry]) -> list[Failure]:
                 fail(f"intent LSN {r.lsn} begins while intent LSN {open_.lsn} is still open "
                      "(at most one intent may be open)", r.lsn)
             open_ = r
-        elif isinstance(r, Checkpoint) and open_ is not None:
-            fail(f"checkpoint written while intent LSN {open_.lsn} is open", r.lsn)
+        elif isinstance(r, (Checkpoint, Claim)) and open_ is not None:
+            fail(f"{type_name(r)} written while intent LSN {open_.lsn} is open", r.lsn)
         elif isinstance(r, Approval):
             # The one record that may follow an open intent: an approval of it.
             if open_ is None or open_.lsn != r.intent or open_.args.get("irreversible") is not True:

@@ -1,0 +1,235 @@
+"""Claims: paths a run reserves against other runs' steps.
+
+A claim is a ``claim`` record in the claiming run's log (docs/format.md), so
+it is data every run can read and `git wal verify` checks. A run's live
+claims are the fold of its claim records: a later claim of a pattern
+replaces the earlier one, ``ttl`` 0 releases it, a ``seal`` ends them all, a
+dropped run (no ref) has none, and a claim is live only while
+``now < at + ttl`` (``now`` is passed in, so expiry is tested without waiting).
+
+Which runs to read: a run writes ``<common git dir>/wal/claims/<run>``
+(durably, before its first claim record is appended), so a step reads the
+logs of the runs that ever claimed and no other (a clone's runs only: a
+fetched log's claims bind nobody here, its steps changed another tree).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pygit2
+
+from .durable import atomic_write, makedirs_durable
+from .errors import ToolRefused, WalError
+from .ids import RunId, valid_run_id
+from .log.chain import Chain
+from .log.locks import tell
+from .log.pathlocks import PathBusy
+from .records.model import Claim, Record, Seal
+from .records.validate import path_problem
+from .repository import common_dir, worktree_name
+
+if TYPE_CHECKING:
+    from .run import Run
+
+DEFAULT_TTL = 3600  # seconds a claim lasts when no --ttl is given
+
+
+@dataclass(frozen=True)
+class Live:
+    """One live claim: the pattern, the record that made it, when it ends."""
+
+    run: str
+    pattern: str
+    lsn: int
+    until: int  # Unix seconds
+
+
+def now_s() -> int:
+    return int(time.time())
+
+
+def fold(records: Iterable[Record], now: int) -> list[Live]:
+    """The live claims a run's records leave at ``now``, by pattern."""
+    held: dict[str, Live] = {}
+    for rec in records:
+        if isinstance(rec, Claim):
+            for p in rec.paths:
+                if rec.ttl == 0:
+                    held.pop(p, None)
+                else:
+                    held[p] = Live(rec.run, p, rec.lsn, rec.at + rec.ttl)
+        elif isinstance(rec, Seal):
+            held.clear()
+    return sorted((c for c in held.values() if now < c.until), key=lambda c: c.pattern)
+
+
+def matches(pattern: str, path: str) -> bool:
+    """fnmatch rules on the whole tree-relative path (``*`` crosses ``/``)."""
+    return pattern == path or fnmatchcase(path, pattern)
+
+
+def _marks(repo: pygit2.Repository) -> Path:
+    return common_dir(repo) / "wal" / "claims"
+
+
+def has_claimed(repo: pygit2.Repository, run: str) -> bool:
+    return (_marks(repo) / run).exists()
+
+
+def run_claims(repo: pygit2.Repository, run: str, now: int) -> list[Live]:
+    """``run``'s live claims (none when it never claimed, was dropped, or its
+    log cannot be read: a damaged log is reported by its own commands)."""
+    if not valid_run_id(run) or not has_claimed(repo, run):
+        return []
+    chain = Chain(repo, RunId(run))
+    try:
+        if chain.head() is None:
+            return []
+        return fold((rec for rec, _ in chain.stream()), now)
+    except WalError:
+        return []
+
+
+def claimed_elsewhere(repo: pygit2.Repository, me: str, paths: Sequence[str],
+                      now: int) -> list[tuple[Live, str]]:
+    """Other runs' live claims (of this worktree) matching one of ``paths``,
+    each with the first path it matches."""
+    d = _marks(repo)
+    if not d.is_dir():
+        return []  # the common case: no run ever claimed (one stat)
+    here = worktree_name(repo)
+    out = []
+    for name in sorted(os.listdir(d)):
+        if name == me:
+            continue
+        hits = [(c, p) for c in run_claims(repo, name, now) for p in paths
+                if matches(c.pattern, p)]
+        if hits and _same_tree(repo, name, here):
+            out.append(hits[0])
+    return out
+
+
+def _same_tree(repo: pygit2.Repository, run: str, here: str) -> bool:
+    chain = Chain(repo, RunId(run))
+    head = chain.head()
+    if head is None:
+        return False
+    bound = chain.root_plan(head).worktree
+    return bound is None or bound[0] == here
+
+
+def claims_mode(repo: pygit2.Repository) -> str:
+    """``git config wal.claims``: ``refuse`` (default) or ``warn``."""
+    try:
+        value = str(repo.config["wal.claims"])
+    except KeyError:
+        return "refuse"
+    if value not in ("refuse", "warn"):
+        raise WalError(f"wal.claims is {value!r}, not 'refuse' or 'warn'",
+                       "fix it with `git config wal.claims refuse` (or warn)")
+    return value
+
+
+def describe(claim: Live, path: str, now: int) -> str:
+    shown = path if path.isprintable() else repr(path)
+    pattern = "" if claim.pattern == path else f" (by {claim.pattern!r})"
+    return (f"{shown} is claimed by run {claim.run}{pattern}, LSN {claim.lsn}, "
+            f"for {claim.until - now} s more")
+
+
+def keep_off_claims(repo: pygit2.Repository, me: str, paths: Sequence[str],
+                    now: int | None = None) -> None:
+    """Refuse (:class:`PathBusy`) a step of ``me`` on a path another run claims;
+    with ``wal.claims warn``, say so on stderr and let it go on."""
+    t = now_s() if now is None else now
+    found = claimed_elsewhere(repo, me, paths, t)
+    if not found:
+        return
+    claim, path = found[0]
+    message = describe(claim, path, t)
+    if claims_mode(repo) == "warn":
+        tell(f"warning: {message} (wal.claims is warn: the step goes on)")
+        return
+    raise PathBusy(message, f"coordinate with run {claim.run}: it releases the path with "
+                   f"`git wal release --run {claim.run}`, or the claim expires; "
+                   "`git wal runs` lists the claims")
+
+
+def check_patterns(paths: Sequence[str]) -> tuple[str, ...]:
+    if not paths:
+        raise ToolRefused("name at least one path or pattern", "git wal claim src/a.py 'docs/*'")
+    for p in paths:
+        if why := path_problem(p):
+            raise ToolRefused(f"cannot claim {p!r}: {why}",
+                              "name paths relative to the top of the working tree")
+    if len(set(paths)) != len(paths):
+        raise ToolRefused("a path is named twice")
+    return tuple(paths)
+
+
+def claim(run: Run, paths: Sequence[str], ttl: int = DEFAULT_TTL,
+          now: int | None = None) -> tuple[Claim, list[tuple[Live, str]]]:
+    """Append a claim of ``paths`` for ``ttl`` seconds (refused while an intent
+    of the run is open: nothing may follow it but its approval). Returns the
+    record and the other runs' live claims it overlaps (reported, not refused)."""
+    pats = check_patterns(paths)
+    if ttl <= 0:
+        raise ToolRefused(f"--ttl must be a positive number of seconds, not {ttl}",
+                          "release a claim with `git wal release`")
+    t = now_s() if now is None else now
+    rec = _append(run, pats, ttl, t)
+    return rec, overlaps(run.store.repo, run.id, pats, t)
+
+
+def release(run: Run, paths: Sequence[str] = (), now: int | None = None) -> Claim | None:
+    """Release ``paths`` (default: every live claim of the run); None when
+    there was nothing to release."""
+    t = now_s() if now is None else now
+    live = {c.pattern for c in run_claims(run.store.repo, run.id, t)}
+    pats = check_patterns(paths) if paths else tuple(sorted(live))
+    pats = tuple(p for p in pats if p in live)
+    if not pats:
+        return None
+    return _append(run, pats, 0, t)
+
+
+def overlaps(repo: pygit2.Repository, me: str, patterns: Sequence[str],
+             now: int) -> list[tuple[Live, str]]:
+    """Other runs' live claims that one of ``patterns`` matches or is matched by."""
+    d = _marks(repo)
+    if not d.is_dir():
+        return []
+    out = []
+    for name in sorted(os.listdir(d)):
+        if name == me:
+            continue
+        for c in run_claims(repo, name, now):
+            for p in patterns:
+                if matches(c.pattern, p) or matches(p, c.pattern):
+                    out.append((c, p))
+                    break
+    return out
+
+
+def _append(run: Run, pats: tuple[str, ...], ttl: int, now: int) -> Claim:
+    with run.store.locked():
+        head, lsn = run.next_record()
+        d = _marks(run.store.repo)
+        if not d.is_dir():
+            makedirs_durable(d)
+        if not (d / run.id).exists():
+            atomic_write(d / run.id, b"", tag="claim")
+        rec = Claim(run.id, lsn, pats, now, ttl)
+        run.store.append([rec], [], head)
+    return rec
+
+
+__all__ = ["DEFAULT_TTL", "Live", "claim", "claimed_elsewhere", "claims_mode", "fold",
+           "keep_off_claims", "matches", "release", "run_claims"]

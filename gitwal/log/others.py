@@ -1,0 +1,77 @@
+"""Other runs' open file steps: what a step must not write over.
+
+An agent's file step spans two hook processes (the intent, the agent's own
+write, the commit), so no lock can be held across it; instead its open
+intent is the mark. A step of another run on one of its targets is refused
+while that intent stays open (docs/agents-together.md).
+
+Cost: one ref read and one append commit per other live run (the newest
+append alone holds an open intent: it is always the newest record); the
+run's plan is read only when an open intent names one of the paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pygit2
+
+from ..errors import WalError
+from ..ids import RunId
+from ..records.model import EXEC_TOOL, Intent, agent_tag
+from ..repository import worktree_name
+from .chain import Chain
+from .pathlocks import BUSY_HINT, PathBusy, busy_message
+from .store import list_runs
+
+
+@dataclass(frozen=True)
+class OpenStep:
+    """Another run's open file intent on one of the paths asked about."""
+
+    run: str
+    path: str
+    intent: Intent
+    task: str
+
+    def refusal(self) -> PathBusy:
+        tag = agent_tag(self.intent)
+        tool = str(tag.get("tool", self.intent.tool)) if tag else self.intent.tool
+        return PathBusy(
+            busy_message(self.path, self.run, self.intent.lsn, tool, self.task),
+            BUSY_HINT + f"; if run {self.run} is no longer running, "
+            f"`git wal recover --run {self.run}` decides its open step")
+
+
+def open_step_on(repo: pygit2.Repository, me: RunId, paths: Sequence[str]) -> OpenStep | None:
+    """The first other run (bound to this worktree, or unbound) whose newest
+    record is an open file intent on one of ``paths``; None if there is none.
+
+    An open ``exec`` intent is not one: its paths are not known in advance."""
+    wanted = set(paths)
+    here = worktree_name(repo)
+    for rid in list_runs(repo):
+        if rid == me:
+            continue
+        chain = Chain(repo, rid)
+        try:
+            head = chain.head()
+            if head is None:
+                continue  # dropped since listed
+            last = chain.head_records(head)[-1]
+            if not isinstance(last, Intent) or last.tool == EXEC_TOOL:
+                continue
+            hit = [p for p in last.target if p in wanted]
+            if not hit:
+                continue
+            plan = chain.root_plan(head)
+        except WalError:
+            continue  # a damaged log is reported by its own commands, not here
+        if plan.worktree is not None and plan.worktree[0] != here:
+            continue  # another worktree's tree: not ours
+        return OpenStep(rid, hit[0], last, plan.task)
+    return None
+
+
+__all__ = ["OpenStep", "open_step_on"]

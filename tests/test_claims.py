@@ -1,0 +1,161 @@
+"""Claims: a run reserves paths; other runs' steps on them are refused (or warned
+about), until the claim expires, is released, or its run is sealed or dropped.
+Expiry is tested with explicit times (``now`` passed in), never by waiting."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gitwal import Wal, claims
+from gitwal.errors import CorruptLog, ToolRefused
+from gitwal.log.pathlocks import PathBusy
+from gitwal.records.codec import decode, encode
+from gitwal.records.model import Claim, Seal
+
+from .conftest import git, ok, wal
+from .test_agent_payloads import claude_run, claude_tool, run_hook, wal_log
+from .test_json_schema import check
+
+T0 = 1_800_000_000
+
+
+def test_a_claim_refuses_other_runs_steps_until_it_expires(repo: Path) -> None:
+    w = Wal(repo)
+    a = w.begin(task="docs", run_id="a")
+    b = w.begin(task="code", run_id="b")
+    rec, overlaps = claims.claim(a, ["README", "docs/*"], ttl=60, now=T0)
+    assert rec.lsn == 2 and overlaps == []
+    for path in ("README", "docs/x/y.md"):
+        with pytest.raises(PathBusy, match="claimed by run a"):
+            claims.keep_off_claims(b.store.repo, b.id, [path], now=T0 + 59)
+        claims.keep_off_claims(b.store.repo, b.id, [path], now=T0 + 60)  # expired
+        claims.keep_off_claims(a.store.repo, a.id, [path], now=T0)  # its own run
+    claims.keep_off_claims(b.store.repo, b.id, ["src/a.py"], now=T0)  # not claimed
+    # A step (which takes the time itself) is refused before its intent.
+    now_claimed, _ = claims.claim(a, ["LICENSE"])
+    with pytest.raises(PathBusy, match="LICENSE is claimed by run a"):
+        b.write_file("LICENSE", b"x\n")
+    assert not (repo / "LICENSE").exists() and len(b.records()) == 1
+    assert now_claimed.ttl == claims.DEFAULT_TTL
+
+
+def test_release_seal_and_drop_end_claims(repo: Path) -> None:
+    w = Wal(repo)
+    a = w.begin(run_id="a")
+    claims.claim(a, ["README", "x.txt"], ttl=600, now=T0)
+    assert [c.pattern for c in claims.run_claims(a.store.repo, "a", T0)] == ["README", "x.txt"]
+    rel = claims.release(a, ["x.txt"], now=T0 + 1)
+    assert rel is not None and rel.ttl == 0 and rel.paths == ("x.txt",)
+    assert [c.pattern for c in claims.run_claims(a.store.repo, "a", T0 + 1)] == ["README"]
+    assert claims.release(a, ["nothing-claimed"], now=T0 + 1) is None
+    # A claim again replaces the earlier one (a new ttl from its own time).
+    claims.claim(a, ["README"], ttl=10, now=T0 + 2)
+    [live] = claims.run_claims(a.store.repo, "a", T0 + 2)
+    assert live.until == T0 + 12
+    # A seal ends every claim of its run (a real seal needs a signing key:
+    # tests/test_seal.py; the fold is what every reader of claims uses).
+    seal = Seal("a", 99, 98, "0" * 40, "0" * 40)  # type: ignore[arg-type]
+    assert claims.fold([*a.records(), seal], T0 + 3) == []
+    assert claims.fold(a.records(), T0 + 3) != []
+    ok(repo, "drop", "a")
+    assert claims.run_claims(a.store.repo, "a", T0 + 3) == []
+
+
+def test_no_claim_after_an_open_intent_and_bad_patterns_are_refused(repo: Path) -> None:
+    a = Wal(repo).begin(run_id="a")
+    with pytest.raises(ToolRefused):
+        claims.claim(a, ["../etc/passwd"])
+    with pytest.raises(ToolRefused):
+        claims.claim(a, [".git/config"])
+    with pytest.raises(ToolRefused):
+        claims.claim(a, ["a"], ttl=0)
+    proc = wal(repo, "exec", "--irreversible", "--", "true")
+    assert proc.returncode == 3  # logged, waits for approval: an intent stays open
+    proc = wal(repo, "claim", "README")
+    assert proc.returncode == 1 and "error: run a: intent LSN 2" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_claim_records_are_validated_on_read() -> None:
+    good = Claim("a", 2, ("src/*",), T0, 60)  # type: ignore[arg-type]
+    assert decode(encode(good), "t") == good
+    raw = json.loads(encode(good))
+    for field, value in (("paths", []), ("paths", ["../x"]), ("paths", ["a", "a"]),
+                         ("ttl", -1), ("at", "now"), ("ttl", True)):
+        bad = dict(raw, **{field: value})
+        with pytest.raises(CorruptLog):
+            decode(json.dumps(bad).encode(), "t")
+
+
+def test_cli_claim_runs_log_verify_and_warn_mode(repo: Path) -> None:
+    out = json.loads(ok(repo, "begin", "--run", "a", "--task", "docs", "--claim", "README",
+                        "--json"))
+    assert out["claims"] == ["README"] and out["overlaps"] == []
+    ok(repo, "begin", "--run", "b")
+    doc = json.loads(ok(repo, "claim", "--run", "b", "--ttl", "30", "R*", "--json"))
+    assert doc["ttl"] == 30 and doc["until"] == doc["at"] + 30
+    assert [o["run"] for o in doc["overlaps"]] == ["a"]
+    refused = wal(repo, "apply", "--run", "b", "write-file", "README", input=b"B\n")
+    assert refused.returncode == 1
+    assert "error: README is claimed by run a" in refused.stderr
+    assert "hint: coordinate with run a" in refused.stderr
+    assert (repo / "README").read_text() == "hello\n"
+    runs = {r["run"]: r for r in json.loads(ok(repo, "runs", "--json"))}
+    assert [c["path"] for c in runs["a"]["claims"]] == ["README"]
+    assert "claims README" in ok(repo, "runs")
+    log = [json.loads(line) for line in ok(repo, "log", "--run", "a", "--json").splitlines()]
+    assert log[1]["type"] == "claim" and log[1]["paths"] == ["README"]
+    assert "claims README" in ok(repo, "log", "--run", "a", "--no-pager")
+    assert "all ok" in ok(repo, "verify", "--run", "a")
+    git(repo, "config", "wal.claims", "warn")
+    warned = wal(repo, "apply", "--run", "b", "write-file", "README", input=b"B\n")
+    assert warned.returncode == 0 and "warning: README is claimed by run a" in warned.stderr
+    assert (repo / "README").read_text() == "B\n"
+    released = json.loads(ok(repo, "release", "--run", "a", "--json"))
+    assert released["paths"] == ["README"]
+    assert json.loads(ok(repo, "release", "--run", "a", "--json")) == {
+        "run": "a", "lsn": None, "paths": []}
+
+
+def test_verify_reports_a_claim_that_follows_an_open_intent(repo: Path) -> None:
+    a = Wal(repo).begin(run_id="a")
+    assert wal(repo, "exec", "--irreversible", "--", "true").returncode == 3
+    head = a.store.head()
+    # Written behind gitwal's back: claims.claim refuses it (test above).
+    with a.store.locked():
+        a.store.append([Claim(a.id, 3, ("README",), T0, 60)], [], head)  # type: ignore[arg-type]
+    proc = wal(repo, "verify", "--run", "a")
+    assert proc.returncode == 1
+    assert "claim written while intent LSN 2 is open" in proc.stdout + proc.stderr
+
+
+def test_claim_documents_follow_the_schema_and_begin_reports_overlaps(repo: Path) -> None:
+    ok(repo, "begin", "--run", "a", "--claim", "src/*")
+    begun = check(json.loads(ok(repo, "begin", "--run", "b", "--claim", "src/x.py",
+                                "--json")), "begin")
+    assert [(o["run"], o["path"]) for o in begun["overlaps"]] == [("a", "src/*")]
+    proc = wal(repo, "begin", "--run", "c", "--claim", "src/y.py")
+    assert "warning: src/y.py overlaps run a's claim of 'src/*'" in proc.stderr
+    check(json.loads(ok(repo, "claim", "--run", "a", "README", "--json")), "claim")
+    check(json.loads(ok(repo, "runs", "--json")), "runs")
+    for line in ok(repo, "log", "--run", "a", "--json").splitlines():
+        check(json.loads(line), "log_line")
+    check(json.loads(ok(repo, "release", "--run", "a", "README", "--json")), "release")
+    check(json.loads(ok(repo, "release", "--run", "a", "README", "--json")), "release")
+    bad = wal(repo, "claim", "--run", "a", "../x")
+    assert bad.returncode == 1 and "error: cannot claim '../x'" in bad.stderr
+
+
+def test_an_agent_call_on_a_claimed_path_is_blocked(repo: Path) -> None:
+    ok(repo, "begin", "--run", "a", "--task", "docs", "--claim", "README")
+    edit = {"file_path": str(repo / "README"), "old_string": "hello", "new_string": "bye"}
+    r = run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit", edit, "t1"))
+    assert r.code == 2
+    assert "README is claimed by run a" in r.err and "nothing was changed" in r.err
+    assert not [x for x in wal_log(repo, claude_run()) if x["type"] == "intent"]
+    ok(repo, "release", "--run", "a")
+    r = run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit", edit, "t2"))
+    assert r.code == 0, r.err
