@@ -222,6 +222,7 @@ def start_server(run: list[str], gitdir: str) -> None:
 
     env = dict(os.environ)
     env.pop("GITWAL_CRASH_AT", None)  # a crash test targets the hook, not the server
+    env.pop("GITWAL_PAUSE_AT", None)
     subprocess.Popen([*run, "agent-server", "--git-dir", gitdir], env=env,
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                      stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
