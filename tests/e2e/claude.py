@@ -30,13 +30,18 @@ EVENTS_WITH_MATCHER = ("PreToolUse", "PostToolUse", "PostToolUseFailure")
 
 
 @dataclass(frozen=True)
-class Outcome:
-    """One finished ``claude -p`` process."""
+class Finished:
+    """One finished agent process (every driver's outcome has these)."""
 
     returncode: int
     stdout: str
     stderr: str
     seconds: float
+
+
+@dataclass(frozen=True)
+class Outcome(Finished):
+    """One finished ``claude -p`` process."""
 
     @property
     def result(self) -> dict[str, Any]:

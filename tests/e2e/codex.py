@@ -25,20 +25,15 @@ from typing import Any
 
 from gitwal.agents import codex_trust
 
-from .claude import cmd, git_wal, sealed_env
+from .claude import Finished, cmd, git_wal, sealed_env
 
 MODEL = "gpt-5.5"  # a slug Codex 0.169.0 knows: its tool set includes apply_patch
 EVENTS = ("SessionStart", "PreToolUse", "PostToolUse", "PreCompact", "Stop")
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Outcome(Finished):
     """One finished ``codex exec --json`` process."""
-
-    returncode: int
-    stdout: str
-    stderr: str
-    seconds: float
 
     @property
     def events(self) -> list[dict[str, Any]]:

@@ -17,18 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .claude import cmd, git_wal
+from .claude import Finished, cmd, git_wal
 from .claude import sealed_env as claude_env
 
 MODEL = "gemini-2.5-flash"  # a model name, so no routing request is made
 
 
 @dataclass(frozen=True)
-class Outcome:
-    returncode: int
-    stdout: str
-    stderr: str
-    seconds: float
+class Outcome(Finished):
+    """One finished ``gemini -p`` process."""
 
     @property
     def result(self) -> dict[str, Any]:
