@@ -38,6 +38,7 @@ from .ids import BlobId, CommitId, Lsn, RunId, TreeId
 from .version import VERSION
 
 if TYPE_CHECKING:
+    from .approvals import approve
     from .decisions import resolve
     from .prompt import render
     from .report import Report
@@ -49,14 +50,15 @@ __all__ = [
     "EXIT_ERROR", "EXIT_IN_DOUBT", "EXIT_LOCK_TIMEOUT", "EXIT_OK", "EXIT_USAGE",
     "BlobId", "CommitId", "CorruptLog", "InDoubt", "Lsn", "NotARepository", "PathRefused",
     "Report", "Run", "RunBusy", "RunId", "RunInfo", "Status", "StepFailed", "StepResult",
-    "ToolRefused", "TreeId", "UnknownRun", "Wal", "WalError", "render", "resolve",
+    "ToolRefused", "TreeId", "UnknownRun", "Wal", "WalError", "approve", "render", "resolve",
 ]
 __version__ = VERSION
 
 # Loaded on first use: `import gitwal.<module>` must not pay for pygit2 when
 # that module does not need it (agent hook clients, `--help`).
 _LAZY = {"Report": "report", "render": "prompt", "Run": "run", "StepResult": "steps_api",
-         "RunInfo": "wal", "Status": "wal", "Wal": "wal", "resolve": "decisions"}
+         "RunInfo": "wal", "Status": "wal", "Wal": "wal", "resolve": "decisions",
+         "approve": "approvals"}  # undo, redo: `from gitwal.undo import ...` (a module)
 
 
 def __getattr__(name: str) -> Any:
