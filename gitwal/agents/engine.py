@@ -37,13 +37,13 @@ from ..run import Run
 from ..wal import Wal
 from . import approvals, done, turns
 from .call import Call, Outcome
+from .config import Config
 from .context import resume_context
 from .external import External
 
 Content = bytes | None
 Compute = Callable[[tuple[Content, ...]], tuple[Content, ...]]
 
-TREE_CHECK_LIMIT = 2000  # index entries up to which every hook compares the whole tree
 
 
 # -- actions (what an adapter asks for) ------------------------------------------
@@ -131,62 +131,6 @@ class Reply:
     error: str | None = None  # a failure that blocks nothing (the agent goes on)
     ask: str | None = None  # let the user allow or deny the call, with this reason
     outcome: Outcome | None = field(default=None, compare=False)
-
-
-# -- configuration -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Config:
-    fail_open: bool = False
-    redo: bool = False  # SessionStart recovery redoes replay-safe steps
-    open_wait: float = 5.0  # seconds to wait for another thread's closing hook
-    tree_check: str = "auto"  # always | auto | shell
-    tree_check_limit: int = TREE_CHECK_LIMIT
-    detached: bool = True  # PreCompact checkpoints under refs/wal-checkpoints/
-    block_auto_compact: bool = False
-    irreversible: tuple[str, ...] = ()  # wal.irreversible: shell commands a person approves
-
-    @classmethod
-    def of(cls, repo: pygit2.Repository) -> Config:
-        c = repo.config
-
-        def flag(key: str, default: bool) -> bool:
-            try:
-                return bool(c.get_bool(key))
-            except (KeyError, pygit2.GitError, ValueError):
-                return default
-
-        def text(key: str, default: str) -> str:
-            try:
-                return str(c[key])
-            except (KeyError, pygit2.GitError):
-                return default
-
-        def number(key: str, default: float) -> float:
-            try:
-                return float(text(key, str(default)))
-            except ValueError:
-                return default
-
-        return cls(
-            fail_open=flag("wal.agent.failOpen", False),
-            redo=flag("wal.agent.redo", False),
-            open_wait=max(0.0, number("wal.agent.openWait", 5.0)),
-            tree_check=text("wal.agent.treeCheck", "auto"),
-            tree_check_limit=int(number("wal.agent.treeCheckLimit", TREE_CHECK_LIMIT)),
-            detached=text("wal.agent.checkpoint", "detached") != "branch",
-            block_auto_compact=flag("wal.agent.blockAutoCompact", False),
-            irreversible=_patterns(c, "wal.irreversible"),
-        )
-
-
-def _patterns(config: pygit2.Config, key: str) -> tuple[str, ...]:
-    """Every value of a multi-valued key (the local user's config, never a log's)."""
-    try:
-        return tuple(str(v) for v in config.get_multivar(key) if str(v).strip())
-    except (KeyError, pygit2.GitError):
-        return ()
 
 
 # -- run identity -------------------------------------------------------------------
