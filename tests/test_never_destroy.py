@@ -157,13 +157,19 @@ def test_a_failing_exec_restores_but_keeps_its_changes_retrievable(repo: Path) -
 
 
 def superseded_by_run_b(repo: Path) -> None:
-    """Run a dies after its intent on shared.txt; run b then commits a change there."""
+    """Run a dies after its intent on shared.txt; run b then commits a change there.
+
+    A file step of run b is refused while run a's intent holds the path
+    (docs/agents-together.md); a shell step names no paths in advance, so it
+    is how another run's committed change can still land on it."""
     ok(repo, "begin", "--run", "a")
     crash(repo, "after-intent", "apply", "write-file", "shared.txt", "--from", "-",
           input=b"from run a\n")
     ok(repo, "begin", "--run", "b")
-    ok(repo, "apply", "--run", "b", "write-file", "shared.txt", "--from", "-",
-       input=b"from run b\n")
+    refused = wal(repo, "apply", "--run", "b", "write-file", "shared.txt", "--from", "-",
+                  input=b"from run b\n")
+    assert refused.returncode == 1 and "being changed by run a" in refused.stderr
+    ok(repo, "exec", "--run", "b", "--", "sh", "-c", "echo 'from run b' > shared.txt")
 
 
 def test_another_runs_committed_change_is_not_rolled_back(tmp_path: Path) -> None:
