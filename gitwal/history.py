@@ -23,8 +23,8 @@ from .ids import ABSENT, Lsn
 from .records.model import EXEC_TOOL, Abort, Checkpoint, Commit, Intent, Record, agent_tag
 from .tools import post_modes
 
-__all__ = ["Change", "History", "Restore", "log_problems", "redo_restore", "turns",
-           "undo_restore"]
+__all__ = ["Change", "History", "Restore", "changes_of", "log_problems", "redo_restore",
+           "turns", "undo_restore"]
 
 RESTORING = ("undo", "redo")
 
@@ -76,7 +76,7 @@ class History:
                 self._commit(repo, intent, rec)
 
     def _commit(self, repo: pygit2.Repository, intent: Intent, commit: Commit) -> None:
-        changes = _changes(repo, intent, commit)
+        changes = changes_of(repo, intent, commit)
         for c in changes:
             self.touched.setdefault(c.path, []).append((intent.lsn, c.after))
         if intent.tool == "undo":
@@ -97,7 +97,9 @@ class History:
         return seen[-1][1] if seen else None
 
 
-def _changes(repo: pygit2.Repository, intent: Intent, commit: Commit) -> tuple[Change, ...]:
+def changes_of(repo: pygit2.Repository, intent: Intent, commit: Commit) -> tuple[Change, ...]:
+    """The paths a committed step changed (a shell step: every path its pre and
+    post trees differ in), each with its state and mode before and its state after."""
     if intent.tool == EXEC_TOOL:
         old, new = repo.get(intent.pre[0]), repo.get(commit.post[0])
         if not isinstance(old, pygit2.Tree) or not isinstance(new, pygit2.Tree):

@@ -274,6 +274,7 @@ COMMANDS = {
     "log": ".inspect:log",
     "mcp": ".mcp:mcp_",
     "mcp-config": ".mcp:mcp_config",
+    "order": ".order:order_",
     "prompt": ".recover:prompt",
     "push": ".remote:push_",
     "recover": ".recover:recover",

@@ -50,6 +50,12 @@ EXAMPLES: dict[str, str] = {
         ("the same facts for a harness",
          "git wal recover --json"),
     ),
+    "order": _examples(
+        ("every run's steps in one order, conflicts named, checked against the tree",
+         "git wal order"),
+        ("only the runs that began on main's current commit or later, as JSON",
+         "git wal order --since main --json"),
+    ),
     "undo": _examples(
         ("see what undoing the newest step would change, then do it",
          "git wal undo --dry-run && git wal undo"),

@@ -1,0 +1,63 @@
+"""`git wal order`: one order of every run's committed steps (gitwal/order.py)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+import pygit2
+
+from ..display import safe
+from ..errors import EXIT_ERROR, WalError
+from ..ids import RunId
+from ..log.store import Store, list_runs
+from ..order import order
+from ..repository import open_repository
+from ..wal import Wal
+from . import emit_json, handled
+from .options import JSON
+
+
+@click.command("order")
+@click.option("--since", metavar="REF",
+              help="Only the runs whose base is REF or a commit after it (default: every run).")
+@click.option("--no-replay", is_flag=True,
+              help="Do not compare the replayed post-states with the working tree.")
+@JSON
+@handled
+def order_(since: str | None, no_replay: bool, as_json: bool) -> None:
+    """One order of every run's committed steps, from their hashes; conflicts named."""
+    repo = open_repository(".", "run `git wal order` inside a clone")
+    runs = [str(r) for r in list_runs(repo)]
+    if since is not None:
+        try:
+            base = repo.revparse_single(since).peel(pygit2.Commit).id
+        except (KeyError, ValueError, pygit2.GitError):
+            raise WalError(f"no commit named {since!r}",
+                           "pass a branch, tag or commit id") from None
+        runs = [r for r in runs if _based_after(repo, r, base)]
+    found = order(repo, runs, None if no_replay else Wal(".").wt)
+    if as_json:
+        emit_json(found.to_dict() | {"runs": runs})
+    else:
+        for step in found.steps:
+            paths = sorted({c.path for c in step.changes})
+            shown = " ".join(safe(p) for p in paths[:6]) + (" ..." if len(paths) > 6 else "")
+            click.echo(f"{safe(step.run)} {step.lsn:>6}  {step.tool:<12} {shown}")
+        for c in found.conflicts:
+            click.echo(f"conflict ({c.kind}): {safe(c.detail)}", err=True)
+        for p in found.differ:
+            click.echo(f"replay differs: {safe(p)} is not what the order leaves there",
+                       err=True)
+    if not found.ok:
+        sys.exit(EXIT_ERROR)
+
+
+def _based_after(repo: pygit2.Repository, run: str, base: pygit2.Oid) -> bool:
+    """Whether ``run`` began on ``base`` or on a commit after it."""
+    store = Store(repo, RunId(run))
+    head = store.head()
+    if head is None:
+        return False
+    began = pygit2.Oid(hex=store.root_plan(head).base)
+    return began == base or bool(repo.descendant_of(began, base))
