@@ -48,7 +48,8 @@ def test_after_a_kill_the_transcript_cannot_tell_what_took_effect(
         tmp_path: Path, claude_bin: Path) -> None:
     """Killed while the Edit of f02 waits in PreToolUse: f01 is renamed, f02 is not.
     The resumed session's transcript ends with a call "of unknown outcome":
-    f02's, or even f01's, whose result Claude Code had not yet written down."""
+    f02's, or even f01's, whose result Claude Code had not yet written down; or
+    it ends with f01's, done, and has lost f02's pending call altogether."""
     files = rename_files(3)
     plan = sorted(p for p in files if p.startswith("src/f"))
     repo = tmp_path / "repo"
@@ -82,4 +83,8 @@ def test_after_a_kill_the_transcript_cannot_tell_what_took_effect(
     last_use = first.tool_uses()[-1]
     assert last_use["id"] in emitted, transcript
     [cut] = [r for r in first.tool_results() if r["tool_use_id"] == last_use["id"]]
-    assert is_interrupted(cut), transcript
+    if not is_interrupted(cut):
+        # Or Claude Code had not written f02's call down at all: the transcript
+        # ends with f01's, done, and says nothing of the call that was pending.
+        assert last_use["id"] == emitted[0], transcript
+        assert emitted[1] not in [u["id"] for u in first.tool_uses()], transcript
