@@ -22,14 +22,13 @@ the resume prompt names it.
 
 from __future__ import annotations
 
-import os
 import shlex
 from collections.abc import Sequence
 
-from .decisions import decider
+from .decisions import a_person
 from .errors import NeedsApproval, RunBusy, WalError
 from .ids import Lsn
-from .records.model import Approval, Checkpoint, Commit, Intent, Record, calling_agent
+from .records.model import Approval, Checkpoint, Commit, Intent, Record
 from .run import Run, StepResult
 
 __all__ = ["approve", "exec_irreversible", "pending", "refuse_unsplit"]
@@ -69,10 +68,8 @@ def refuse_unsplit(segment: Sequence[Record]) -> None:
 
 def approve(run: Run, lsn: int, note: str = "", approved_by: str | None = None) -> Approval:
     """Append a person's approval of the waiting irreversible intent ``lsn``."""
-    if (agent := calling_agent(os.environ)) is not None:
-        raise WalError(f"`git wal approve` records a person's approval; this runs inside a "
-                       f"{agent} tool call", "ask the user to run it in a terminal")
-    who = approved_by or decider(run.store.repo)
+    person = a_person(run.store.repo, "approve", "approval")
+    who = approved_by or person
     with run.store.locked(wait=False):
         head = run.store.head()
         if head is None:

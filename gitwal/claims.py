@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -30,7 +31,8 @@ from .errors import ToolRefused, WalError
 from .ids import RunId, valid_run_id
 from .log.chain import Chain
 from .log.locks import tell
-from .log.pathlocks import PathBusy
+from .log.others import open_step_on
+from .log.pathlocks import Holder, PathBusy, path_locks
 from .records.model import Claim, Record, Seal
 from .records.validate import path_problem
 from .repository import common_dir, worktree_name
@@ -160,6 +162,22 @@ def keep_off_claims(repo: pygit2.Repository, me: str, paths: Sequence[str],
     raise PathBusy(message, f"coordinate with run {claim.run}: it releases the path with "
                    f"`git wal release --run {claim.run}`, or the claim expires; "
                    "`git wal runs` lists the claims")
+
+
+@contextmanager
+def kept_off_others(repo: pygit2.Repository, holder: Holder,
+                    paths: Sequence[str]) -> Iterator[None]:
+    """Hold ``paths`` against every other run's step while the block runs: their
+    path locks (log/pathlocks.py), taken or refused; then refused (PathBusy,
+    nothing appended) when another run's open agent intent names one of them
+    (log/others.py: an agent's step spans two hooks, so no lock spans it) or
+    another run claims one. One mechanism for CLI, library and agent steps."""
+    with path_locks(repo, paths, holder):
+        other = open_step_on(repo, RunId(holder.run), paths)
+        if other is not None:
+            raise other.refusal()
+        keep_off_claims(repo, holder.run, paths)
+        yield
 
 
 def check_patterns(paths: Sequence[str]) -> tuple[str, ...]:

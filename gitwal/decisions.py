@@ -36,7 +36,7 @@ from .recovery.scan import Scan
 from .run import Run
 from .worktree.overwrite import DIRECTORY, SPECIAL, found, save
 
-__all__ = ["Decision", "decider", "resolve"]
+__all__ = ["Decision", "a_person", "decider", "resolve"]
 
 
 @dataclass(frozen=True)
@@ -68,15 +68,22 @@ def decider(repo: pygit2.Repository) -> str:
         return os.environ.get("USER") or os.environ.get("LOGNAME") or f"uid {os.getuid()}"
 
 
+def a_person(repo: pygit2.Repository, command: str, what: str,
+             hint: str = "ask the user to run it in a terminal") -> str:
+    """Who decides (:func:`decider`); refused inside an agent's tool call, since
+    `git wal COMMAND` records a person's ``what``, not the model's."""
+    if (agent := calling_agent(os.environ)) is not None:
+        raise WalError(f"`git wal {command}` records a person's {what}; this runs inside a "
+                       f"{agent} tool call", hint)
+    return decider(repo)
+
+
 def resolve(run: Run, lsn: int, applied: bool, note: str = "",
             decided_by: str | None = None) -> Decision:
     """Close open intent ``lsn`` of ``run`` by a person's decision."""
-    if (agent := calling_agent(os.environ)) is not None:
-        raise WalError(
-            f"`git wal resolve` records a person's decision; this runs inside a {agent} "
-            "tool call",
-            "ask the user to run it in a terminal (`git wal prompt` shows what is in doubt)")
-    who = decided_by or decider(run.store.repo)
+    person = a_person(run.store.repo, "resolve", "decision", "ask the user to run it in a "
+                   "terminal (`git wal prompt` shows what is in doubt)")
+    who = decided_by or person
     with run.store.locked(wait=False):
         head = run.store.head()
         if head is None:

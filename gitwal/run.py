@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from . import tools
-from .claims import keep_off_claims
+from .claims import kept_off_others
 from .crashpoints import crash_point
 from .effects import (
     CommandResult,
@@ -34,8 +34,7 @@ from .effects import (
 from .errors import NeedsApproval, RunBusy, StepFailed, ToolRefused
 from .ids import ABSENT, CommitId, Lsn, RunId, TreeId
 from .log.authorship import attach
-from .log.others import open_step_on
-from .log.pathlocks import Holder, path_locks
+from .log.pathlocks import Holder
 from .log.store import Ref, Store
 from .records.model import (
     REPLAY_SAFE,
@@ -167,11 +166,7 @@ class Run(ToolSteps):
         agent intent of another run, is on one of them."""
         head, lsn = self._next()  # refuses an open intent of this run first
         task = self.store.root_plan(head).task  # cached: Wal.run read it already
-        with path_locks(self.store.repo, paths, Holder(self.id, lsn, tool, task)):
-            other = open_step_on(self.store.repo, self.id, paths)
-            if other is not None:
-                raise other.refusal()
-            keep_off_claims(self.store.repo, self.id, paths)
+        with kept_off_others(self.store.repo, Holder(self.id, lsn, tool, task), paths):
             yield
 
     def step(self, tool: str, args: dict[str, Any], paths: Sequence[str],
@@ -320,16 +315,16 @@ class Run(ToolSteps):
             with self.store.command_lock(intent.lsn) as hold:
                 ran = run_command(argv, self.wt, intent, hold, timeout)
                 crash_point("after-exec")
-                result = self._close_exec(intent, head, ran, hold, timeout, newest)
+                result = self._close_exec(intent, head, newest, ran, hold, timeout)
         except StepFailed:
             self.store.clear_command_lock(intent.lsn)  # closed by an abort record
             raise
         self.store.clear_command_lock(intent.lsn)
         return result
 
-    def _close_exec(self, intent: Intent, head: CommitId, ran: CommandResult, hold: int,
-                    timeout: float | None = None, newest: Lsn | None = None) -> StepResult:
-        closing = Lsn((intent.lsn if newest is None else newest) + 1)
+    def _close_exec(self, intent: Intent, head: CommitId, newest: Lsn, ran: CommandResult,
+                    hold: int, timeout: float | None = None) -> StepResult:
+        closing = Lsn(newest + 1)  # after the intent, or after its approval
         post_tree = self.wt.snapshot(self.id, watched_paths(intent))
         problem, output = "", ""
         if not ran.ok:

@@ -17,7 +17,7 @@ undo is taken back by redoing it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,16 +120,15 @@ def select(h: History, lsns: Sequence[int] = (), to: int | None = None,
     return tuple(chosen)
 
 
-def plan_undo(run: Run, lsns: Sequence[Lsn], force: bool = False) -> Undo:
+def plan_undo(run: Run, h: History, lsns: Sequence[Lsn], force: bool = False) -> Undo:
     """What undoing ``lsns`` writes; refuses a step that cannot be undone alone."""
-    h = History.of(run.store.repo, run.records())
     chosen = set(lsns)
     return _plan(run, h, "undo", tuple(sorted(chosen)), undo_restore(h, chosen), force)
 
 
-def plan_redo(run: Run, undo_lsn: int | None = None, force: bool = False) -> Undo:
+def plan_redo(run: Run, h: History, undo_lsn: int | None = None,
+              force: bool = False) -> Undo:
     """What redoing undo ``undo_lsn`` (default: the newest not redone) writes."""
-    h = History.of(run.store.repo, run.records())
     if undo_lsn is None:
         open_undos = [n for n in sorted(h.undos) if n not in h.redone]
         if not open_undos:
@@ -170,31 +169,25 @@ def _plan(run: Run, h: History, tool: str, lsns: tuple[Lsn, ...],
                 tuple(drifted))
 
 
-def perform(run: Run, plan: Undo) -> Undo:
-    """Log and apply ``plan`` (under the run lock: the tree and log are read again)."""
-    with run.store.locked():
-        fresh = (plan_undo(run, plan.lsns, force=bool(plan.drifted)) if plan.tool == "undo"
-                 else plan_redo(run, plan.lsns[0], force=bool(plan.drifted)))
-        if fresh != plan:
-            raise WalError(f"the run or the tree changed while the {plan.tool} was worked out",
-                           f"run `git wal {plan.tool}` again")
-        # Another run's step on these paths would race the restore: held off
-        # (or this one refused) as for any file step.
-        with run.paths_locked(plan.tool, plan.paths):
-            pre, modes = [], []
-            for path in plan.paths:
-                data, mode = run.wt.read(path)
-                if data is not None and mode not in _FILE_MODES:
-                    raise ToolRefused(f"{path} is not a regular file now",
-                                      "move it away, then undo again")
-                pre.append(data)
-                modes.append(mode if data is not None else 0)
-            key = "undoes" if plan.tool == "undo" else "redoes"
-            args: dict[str, Any] = {
-                key: [int(n) for n in plan.lsns] if plan.tool == "undo" else int(plan.lsns[0]),
-                "paths": list(plan.paths), "contents": list(plan.to),
-                "modes": list(plan.modes)}
-            done = run.step(plan.tool, args, plan.paths, pre, modes, plan.to)
+def _perform(run: Run, plan: Undo) -> Undo:
+    """Log and apply ``plan`` (the caller holds the run lock it was worked out under)."""
+    # Another run's step on these paths would race the restore: held off
+    # (or this one refused) as for any file step.
+    with run.paths_locked(plan.tool, plan.paths):
+        pre, modes = [], []
+        for path in plan.paths:
+            data, mode = run.wt.read(path)
+            if data is not None and mode not in _FILE_MODES:
+                raise ToolRefused(f"{path} is not a regular file now",
+                                  "move it away, then undo again")
+            pre.append(data)
+            modes.append(mode if data is not None else 0)
+        key = "undoes" if plan.tool == "undo" else "redoes"
+        args: dict[str, Any] = {
+            key: [int(n) for n in plan.lsns] if plan.tool == "undo" else int(plan.lsns[0]),
+            "paths": list(plan.paths), "contents": list(plan.to),
+            "modes": list(plan.modes)}
+        done = run.step(plan.tool, args, plan.paths, pre, modes, plan.to)
     return Undo(plan.tool, plan.lsns, plan.paths, plan.now, plan.to, plan.modes,
                 plan.drifted, done.lsn)
 
@@ -203,13 +196,20 @@ def undo(run: Run, lsns: Sequence[int] = (), to: int | None = None, last: int | 
          to_checkpoint: bool = False, force: bool = False, dry_run: bool = False,
          turn: int | None = None) -> Undo:
     """Undo committed steps (default: the newest); ``dry_run``: only work it out."""
-    h = History.of(run.store.repo, run.records())
-    plan = plan_undo(run, select(h, lsns, to, last, to_checkpoint, turn), force)
-    return plan if dry_run else perform(run, plan)
+    return _carried_out(run, lambda h: plan_undo(
+        run, h, select(h, lsns, to, last, to_checkpoint, turn), force), dry_run)
 
 
 def redo(run: Run, undo_lsn: int | None = None, force: bool = False,
          dry_run: bool = False) -> Undo:
     """Take back an undo (default: the newest not taken back)."""
-    plan = plan_redo(run, undo_lsn, force)
-    return plan if dry_run else perform(run, plan)
+    return _carried_out(run, lambda h: plan_redo(run, h, undo_lsn, force), dry_run)
+
+
+def _carried_out(run: Run, plan_of: Callable[[History], Undo], dry_run: bool) -> Undo:
+    """The plan worked out from one read of the log; unless a dry run, under the
+    run lock, so the log and tree it was worked out from are the ones it changes."""
+    if dry_run:
+        return plan_of(History.of(run.store.repo, run.records()))
+    with run.store.locked():
+        return _perform(run, plan_of(History.of(run.store.repo, run.records())))

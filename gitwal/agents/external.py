@@ -32,11 +32,10 @@ from typing import Any
 
 import pygit2
 
-from ..claims import keep_off_claims
+from ..claims import kept_off_others
 from ..errors import ToolRefused, UnknownRun
 from ..ids import ABSENT, UNKNOWN, CommitId, Lsn, TreeId
-from ..log.others import open_step_on
-from ..log.pathlocks import Holder, path_locks
+from ..log.pathlocks import Holder
 from ..log.store import Ref
 from ..records.model import (
     AGENT_ARG,
@@ -268,12 +267,8 @@ class External:
         open intent is the mark). The path locks are kept until this call's
         intent is appended, so two runs' hooks never both pass this check."""
         task = self.store.plan(state.records[0]).task  # O(1): the segment's first record
-        state.held.enter_context(path_locks(self.repo, paths,
-                                            Holder(self.run.id, state.next_lsn, call.tool, task)))
-        other = open_step_on(self.repo, self.run.id, paths)
-        if other is not None:
-            raise other.refusal()
-        keep_off_claims(self.repo, self.run.id, paths)
+        holder = Holder(self.run.id, state.next_lsn, call.tool, task)
+        state.held.enter_context(kept_off_others(self.repo, holder, paths))
 
     def _file_args(self, call: Call, paths: list[str],
                    post_ids: list[str]) -> tuple[str, dict[str, Any]]:
