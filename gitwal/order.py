@@ -20,22 +20,22 @@ Nothing is written: the log is read, the tree is only hashed.
 
 from __future__ import annotations
 
-import heapq
-import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pygit2
 
+from .errors import UnknownRun
 from .history import Change, changes_of
 from .ids import Lsn, RunId
 from .log.store import Store
-from .records.model import Abort, Commit, Intent
+from .records.model import Abort, Commit, Intent, Plan, Record
 from .worktree.overwrite import found
+from .worktree.snapshot import tree_state
 from .worktree.tree import Worktree
 
-__all__ = ["Conflict", "Order", "Step", "derive", "order", "steps_of"]
+__all__ = ["Conflict", "Order", "Step", "common_base", "derive", "order", "since", "steps_of"]
 
 
 @dataclass(frozen=True)
@@ -80,11 +80,12 @@ class Order:
                 "replay_differs": list(self.differ)}
 
 
-def steps_of(repo: pygit2.Repository, run: str) -> list[Step]:
-    """The committed steps of ``run``, in LSN order."""
+def steps_of(repo: pygit2.Repository, run: str,
+             records: Iterable[Record] | None = None) -> list[Step]:
+    """The committed steps of ``run`` (its log, or ``records`` read from it), in LSN order."""
     opened: dict[int, Intent] = {}
     out: list[Step] = []
-    for rec in Store(repo, RunId(run)).records():
+    for rec in Store(repo, RunId(run)).records() if records is None else records:
         if isinstance(rec, Intent):
             opened[rec.lsn] = rec
         elif isinstance(rec, Abort):
@@ -94,64 +95,207 @@ def steps_of(repo: pygit2.Repository, run: str) -> list[Step]:
     return out
 
 
-def derive(runs: Iterable[Sequence[Step]]) -> tuple[tuple[Step, ...], tuple[Conflict, ...]]:
-    """The order of the steps of ``runs`` (each in LSN order), and its conflicts."""
-    nodes = [s for steps in runs for s in steps]
-    edges: list[set[int]] = [set() for _ in nodes]
-    into = [0] * len(nodes)
+def common_base(repo: pygit2.Repository, bases: Iterable[str]) -> str | None:
+    """The one of ``bases`` (commit ids) every other one is or descends from, if any:
+    the tree the order starts from."""
+    found = list(dict.fromkeys(bases))
+    for cand in found:
+        oid = pygit2.Oid(hex=cand)
+        if all(b == cand or repo.descendant_of(pygit2.Oid(hex=b), oid) for b in found):
+            return cand
+    return None
 
-    def edge(a: int, b: int) -> None:
-        if b not in edges[a] and a != b:
-            edges[a].add(b)
-            into[b] += 1
 
-    by_run: dict[str, list[int]] = {}
-    for i, s in enumerate(nodes):
-        by_run.setdefault(s.run, []).append(i)
-    for members in by_run.values():
-        for a, b in itertools.pairwise(members):
-            edge(a, b)
-    produced: dict[tuple[str, str], list[int]] = {}
-    began: dict[tuple[str, str], list[int]] = {}
-    for i, s in enumerate(nodes):
+def state_in(repo: pygit2.Repository, commit: str | None) -> Callable[[str], str] | None:
+    """A path's state in ``commit``'s tree (None: no commit, so no known start)."""
+    found = None if commit is None else repo.get(commit)
+    if not isinstance(found, pygit2.Commit):
+        return None
+    tree = str(found.tree_id)
+    return lambda path: tree_state(repo, tree, path)
+
+
+Lane = Sequence[Step]  # one run's committed steps, in LSN order
+SEARCH_BUDGET = 20_000  # schedules tried before the order is settled greedily
+
+
+class _Paths:
+    """Which steps carry each (path, state), to tell a state the order has
+    already passed (a stale read) from one a later step produces (wait for it)."""
+
+    def __init__(self, lanes: Sequence[Lane]) -> None:
+        self.lanes = lanes
+        self.seen: dict[tuple[str, str], list[tuple[int, int]]] = {}  # as pre or post
+        self.made: dict[tuple[str, str], list[tuple[int, int]]] = {}  # as post
+        for li, lane in enumerate(lanes):
+            for si, s in enumerate(lane):
+                for c in s.changes:
+                    self.seen.setdefault((c.path, c.before), []).append((li, si))
+                    self.seen.setdefault((c.path, c.after), []).append((li, si))
+                    self.made.setdefault((c.path, c.after), []).append((li, si))
+
+    def passed(self, key: tuple[str, str], pos: Sequence[int]) -> bool:
+        return any(si < pos[li] for li, si in self.seen.get(key, ()))
+
+    def coming(self, key: tuple[str, str], pos: Sequence[int], lane: int) -> bool:
+        return any(si >= pos[li] and li != lane for li, si in self.made.get(key, ()))
+
+    def fits(self, lane: int, pos: Sequence[int], state: dict[str, str],
+             guess: bool = False) -> bool:
+        """Whether the next step of ``lane`` may run now, the paths holding ``state``:
+        each path it changes holds its pre, or has no state yet and no other
+        run's later step makes its pre, or its pre is a state no step gave it
+        and the order has not passed (an unlogged edit). With ``guess``, a
+        path with no state yet takes any (the other run's step put it back)."""
+        for c in self.lanes[lane][pos[lane]].changes:
+            now, key = state.get(c.path), (c.path, c.before)
+            if now == c.before or (now is None and (guess or not self.coming(key, pos, lane))):
+                continue
+            if now is None or self.passed(key, pos) or self.made.get(key):
+                return False
+        return True
+
+
+def _search(lanes: Sequence[Lane], paths: _Paths,
+            first: dict[str, str]) -> list[int] | None:
+    """A schedule (lane per step) in which every step finds what it began from,
+    depth first, lanes tried by run id; None when none is found within the budget."""
+    ends = tuple(len(lane) for lane in lanes)
+    start: tuple[int, ...] = (0,) * len(lanes)
+
+    def options(pos: tuple[int, ...], state: dict[str, str]) -> Iterator[int]:
+        live = [i for i in range(len(lanes)) if pos[i] < ends[i]]
+        sure = [i for i in live if paths.fits(i, pos, state)]
+        yield from sure
+        yield from (i for i in live if i not in sure and paths.fits(i, pos, state, guess=True))
+
+    stack = [(start, first, options(start, first))]
+    chosen: list[int] = []
+    failed: set[tuple[tuple[int, ...], frozenset[tuple[str, str]]]] = set()
+    tries = 0
+    while stack:
+        pos, state, left = stack[-1]
+        if pos == ends:
+            return chosen
+        i = next(left, None)
+        if i is None:
+            failed.add((pos, frozenset(state.items())))
+            stack.pop()
+            if chosen:
+                chosen.pop()
+            continue
+        tries += 1
+        if tries > SEARCH_BUDGET:
+            return None
+        after = dict(state)
+        for c in lanes[i][pos[i]].changes:
+            after[c.path] = c.after
+        nxt = (*pos[:i], pos[i] + 1, *pos[i + 1:])
+        if (nxt, frozenset(after.items())) in failed:
+            continue
+        chosen.append(i)
+        stack.append((nxt, after, options(nxt, after)))
+    return None
+
+
+def _greedy(lanes: Sequence[Lane], paths: _Paths, first: dict[str, str]) -> list[int]:
+    """A schedule when no step-by-step consistent one was found: a step that
+    fits first; else one whose pre no later step of another run produces
+    (waiting would not help); else the first lane's. The conflicts name why."""
+    pos = [0] * len(lanes)
+    state = dict(first)
+    out: list[int] = []
+    while True:
+        live = [i for i in range(len(lanes)) if pos[i] < len(lanes[i])]
+        if not live:
+            return out
+        pick = next((i for guess in (False, True) for i in live
+                     if paths.fits(i, pos, state, guess)), None)
+        if pick is None:
+            pick = next((i for i in live if not any(
+                paths.coming((c.path, c.before), pos, i)
+                for c in lanes[i][pos[i]].changes)), live[0])
+        for c in lanes[pick][pos[pick]].changes:
+            state[c.path] = c.after
+        pos[pick] += 1
+        out.append(pick)
+
+
+def _conflicts(ordered: Sequence[Step], first: dict[str, str]) -> list[Conflict]:
+    """Forks (a step began from a state another run's step had already moved the
+    path away from: one update is lost) and cycles (a step began from a state
+    that only a step placed after it produces), walking each path's history."""
+    history: dict[str, list[tuple[str, Step | None]]] = {  # path -> (state, set by)
+        path: [(state, None)] for path, state in first.items()}
+    later: dict[tuple[str, str], list[Step]] = {}
+    for s in ordered:
         for c in s.changes:
-            produced.setdefault((c.path, c.after), []).append(i)
-            began.setdefault((c.path, c.before), []).append(i)
-    for (path, state), starts in began.items():
-        for b in starts:
-            for a in produced.get((path, state), ()):
-                if nodes[a].run != nodes[b].run:
-                    edge(a, b)
-    conflicts = [Conflict("fork", tuple(nodes[i].key for i in starts), path,
-                          f"{path}: changed from the same state by "
-                          + " and ".join(f"run {nodes[i].run} LSN {nodes[i].lsn}"
-                                         for i in starts))
-                 for (path, _state), starts in sorted(began.items())
-                 if len({nodes[i].run for i in starts}) > 1]
-    ready = [(nodes[i].run, int(nodes[i].lsn), i) for i in range(len(nodes)) if into[i] == 0]
-    heapq.heapify(ready)
-    ordered: list[int] = []
-    while ready:
-        _run, _lsn, i = heapq.heappop(ready)
-        ordered.append(i)
-        for j in edges[i]:
-            into[j] -= 1
-            if into[j] == 0:
-                heapq.heappush(ready, (nodes[j].run, int(nodes[j].lsn), j))
-    left = sorted((i for i in range(len(nodes)) if into[i] > 0), key=lambda i: nodes[i].key)
-    if left:
-        conflicts.append(Conflict("cycle", tuple(nodes[i].key for i in left), None,
-                                  "these steps' path histories contradict each other "
-                                  "(or one put back a state another had): "
-                                  + ", ".join(f"run {nodes[i].run} LSN {nodes[i].lsn}"
-                                              for i in left)))
-        ordered += left
-    return tuple(nodes[i] for i in ordered), tuple(conflicts)
+            later.setdefault((c.path, c.after), []).append(s)
+    found: dict[tuple[str, str | None, tuple[tuple[str, int], ...]], Conflict] = {}
+    for s in ordered:
+        for c in s.changes:
+            chain = history.setdefault(c.path, [])
+            later[(c.path, c.after)].remove(s)
+            if chain and chain[-1][0] != c.before:
+                states = [state for state, _by in chain]
+                mover = (chain[len(states) - states[::-1].index(c.before)][1]
+                         if c.before in states else None)
+                maker = next((m for m in later.get((c.path, c.before), ())
+                              if m.run != s.run), None)
+                if mover is not None and mover.run != s.run:
+                    keys = (mover.key, s.key)
+                    found.setdefault(("fork", c.path, keys), Conflict(
+                        "fork", keys, c.path,
+                        f"{c.path}: changed from the same state by run {mover.run} LSN "
+                        f"{mover.lsn} and run {s.run} LSN {s.lsn}"))
+                elif c.before not in states and maker is not None:
+                    keys = (s.key, maker.key)
+                    found.setdefault(("cycle", None, keys), Conflict(
+                        "cycle", keys, c.path,
+                        f"{c.path}: run {s.run} LSN {s.lsn} began from what run "
+                        f"{maker.run} LSN {maker.lsn} wrote, yet the other steps' "
+                        "histories place that step later (the runs' orders contradict)"))
+            if not chain or chain[-1][0] != c.before:
+                chain.append((c.before, None))
+            chain.append((c.after, s))
+    return list(found.values())
 
 
-def order(repo: pygit2.Repository, runs: Sequence[str], wt: Worktree | None = None) -> Order:
-    """The order of ``runs``' committed steps; with ``wt``, the replay check."""
-    steps, conflicts = derive(steps_of(repo, r) for r in runs)
+def derive(runs: Iterable[Sequence[Step]], base: Callable[[str], str] | None = None,
+           ) -> tuple[tuple[Step, ...], tuple[Conflict, ...]]:
+    """The order of the steps of ``runs`` (each in LSN order), and its conflicts;
+    ``base`` gives a path's state before every step (None: the first step on a
+    path may begin from any state).
+
+    The order is the first schedule, trying runs by id at every point, in
+    which every step finds each path it changes holding the state it began
+    from (or a state no step gave the path: an unlogged edit, which `verify`
+    notes). A revert (a step putting back an earlier state) is such a
+    schedule like any other. Without one, the steps are placed as best they
+    fit and every fork and cycle is named.
+    """
+    lanes = sorted((list(s) for s in runs if s), key=lambda lane: lane[0].run)
+    paths = _Paths(lanes)
+    first = ({} if base is None else
+             {c.path: base(c.path) for lane in lanes for s in lane for c in s.changes})
+    schedule = _search(lanes, paths, dict(first))
+    if schedule is None:
+        schedule = _greedy(lanes, paths, first)
+    pos = [0] * len(lanes)
+    ordered: list[Step] = []
+    for i in schedule:
+        ordered.append(lanes[i][pos[i]])
+        pos[i] += 1
+    return tuple(ordered), tuple(_conflicts(ordered, first))
+
+
+def order(repo: pygit2.Repository, runs: Sequence[str], wt: Worktree | None = None,
+          base: str | None = None) -> Order:
+    """The order of ``runs``' committed steps from ``base`` (a commit id; default:
+    the runs' common plan base); with ``wt``, the replay check."""
+    if base is None:
+        base = common_base(repo, (plan_of(repo, r).base for r in runs))
+    steps, conflicts = derive((steps_of(repo, r) for r in runs), state_in(repo, base))
     differ: list[str] = []
     if wt is not None:
         last: dict[str, str] = {}
@@ -160,3 +304,22 @@ def order(repo: pygit2.Repository, runs: Sequence[str], wt: Worktree | None = No
                 last[c.path] = c.after
         differ = [p for p, state in sorted(last.items()) if found(wt, p) != state]
     return Order(steps, conflicts, tuple(differ))
+
+
+def plan_of(repo: pygit2.Repository, run: str) -> Plan:
+    store = Store(repo, RunId(run))
+    head = store.head()
+    if head is None:
+        raise UnknownRun(f"no run {run!r} in this repository", "`git wal runs` lists the runs")
+    return store.root_plan(head)
+
+
+def since(repo: pygit2.Repository, runs: Iterable[str], base: str) -> list[str]:
+    """The runs that began on ``base`` or on a commit after it."""
+    oid = pygit2.Oid(hex=base)
+    out = []
+    for r in runs:
+        began = pygit2.Oid(hex=plan_of(repo, r).base)
+        if began == oid or repo.descendant_of(began, oid):
+            out.append(r)
+    return out

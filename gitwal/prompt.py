@@ -140,6 +140,14 @@ def render(report: Report) -> str:
         lines.append(f"Drift: {text(d.path)} changed after LSN {d.lsn} committed it "
                      f"(expected {text(d.expected[:12])}, found {text(d.actual[:12])}); left "
                      "as it is.")
+    if report.elsewhere:
+        shown = [f"{text(c.path)} (run {text(c.run)} LSN {c.lsn}"
+                 + (f", task '{text(c.task)}')" if c.task else ")")
+                 for c in report.elsewhere[:20]]
+        more = len(report.elsewhere) - len(shown)
+        lines.append("Changed by other runs since this run's last committed step (read "
+                     "them again before you go on): " + ", ".join(shown)
+                     + (f" and {more} more" if more > 0 else "") + ".")
     if report.cleared_lock:
         lines.append("A stale ref lock from the interrupted process was cleared.")
     rest = report.remaining_steps()

@@ -60,6 +60,19 @@ class Done:
 
 
 @dataclass(frozen=True)
+class ChangedElsewhere:
+    """A path this run works on that another run's step changed (for the prompt)."""
+
+    path: str
+    run: str
+    lsn: Lsn
+    task: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {"path": self.path, "run": self.run, "lsn": self.lsn, "task": self.task}
+
+
+@dataclass(frozen=True)
 class Decided:
     """A step closed by a person's decision (`git wal resolve`), as reported."""
 
@@ -98,6 +111,8 @@ class Report:
     last_step: Intent | None = None  # the newest committed intent
     last_agent_step: Intent | None = None  # ... that an agent's tool call made
     decided: tuple[Decided, ...] = ()  # steps closed by a person since the checkpoint
+    # Paths this run works on that other runs changed since its last committed step.
+    elsewhere: tuple[ChangedElsewhere, ...] = ()
 
     @property
     def in_doubt(self) -> bool:
@@ -171,6 +186,7 @@ class Report:
             "removed_temp_files": list(self.removed_temp),
             "finished_restore": list(self.finished_restore),
             "in_doubt": self.in_doubt,
+            "changed_elsewhere": [c.to_dict() for c in self.elsewhere],
         }
 
     def remaining_steps(self) -> list[tuple[int, str]]:

@@ -5,13 +5,15 @@ replay of the order checked against the tree."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 from gitwal.history import Change
 from gitwal.ids import ABSENT, Lsn
 from gitwal.order import Step, derive
 
-from .conftest import ok, wal
+from .conftest import GIT_WAL, git, ok, wal
 from .test_json_schema import check
 
 A, B, C, D = ("a" * 40, "b" * 40, "c" * 40, "d" * 40)
@@ -41,12 +43,44 @@ def test_two_runs_from_the_same_state_are_a_fork_and_a_contradiction_a_cycle() -
     assert fork.kind == "fork" and fork.path == "x"
     assert "run a LSN 2 and run b LSN 2" in fork.detail
     assert len(ordered) == 2
-    # a began from b's post and b from a's: no order satisfies both (or one run
-    # put back a state the other had: the states alone cannot tell which).
-    ordered, conflicts = derive([[step("a", 2, ("x", B, C))], [step("b", 2, ("x", C, B))]])
-    [cycle] = conflicts
-    assert cycle.kind == "cycle" and cycle.steps == (("a", 2), ("b", 2))
-    assert keys(ordered) == [("a", 2), ("b", 2)]  # placed by run and LSN, and named
+    # From the base (x: D, y: C), a's first step began from what b's last
+    # wrote, and b's first from what a's last wrote: no order satisfies both.
+    a = [step("a", 2, ("x", A, B)), step("a", 4, ("y", C, D))]
+    b = [step("b", 2, ("y", D, A)), step("b", 4, ("x", D, A))]
+    base = {"x": D, "y": C}.__getitem__
+    ordered, conflicts = derive([a, b], base)
+    assert [(c.kind, c.steps) for c in conflicts] == [("cycle", (("a", 2), ("b", 4)))]
+    assert keys(ordered) == [("a", 2), ("a", 4), ("b", 2), ("b", 4)]  # placed, and named
+    # Without the base, "x began as A, and someone changed it to D unlogged"
+    # explains the same steps: an unlogged edit, for verify's notes, not a conflict.
+    assert derive([a, b])[1] == ()
+
+
+def test_a_revert_across_runs_is_ordered_not_a_cycle() -> None:
+    # b changes x from A to B; a puts A back, then changes it to C. The states
+    # alone would also fit "a's LSN 2 first", but then a's LSN 4 would have
+    # begun from a state b had moved the path away from; the order is found.
+    a = [step("a", 2, ("x", B, A)), step("a", 4, ("x", A, C))]
+    b = [step("b", 2, ("x", A, B))]
+    ordered, conflicts = derive([a, b])
+    assert conflicts == ()
+    assert keys(ordered) == [("b", 2), ("a", 2), ("a", 4)]
+    # Two runs taking turns on one path, each undoing the other's change.
+    a = [step("a", 2, ("x", A, B)), step("a", 4, ("x", A, C))]
+    b = [step("b", 2, ("x", B, A)), step("b", 4, ("x", C, A))]
+    ordered, conflicts = derive([a, b])
+    assert conflicts == ()
+    assert keys(ordered) == [("a", 2), ("b", 2), ("a", 4), ("b", 4)]
+
+
+def test_a_stale_read_after_other_steps_is_a_fork() -> None:
+    # b began from A after a had already moved x to B (a lost update), even
+    # though a later step of a's touches other paths.
+    a = [step("a", 2, ("x", A, B)), step("a", 4, ("y", ABSENT, C))]
+    b = [step("b", 2, ("y", C, D)), step("b", 4, ("x", A, D))]
+    _ordered, conflicts = derive([a, b])
+    assert [(c.kind, c.path, c.steps) for c in conflicts] == [
+        ("fork", "x", (("a", 2), ("b", 4)))]
 
 
 def test_two_runs_interleaving_on_one_tree_replay_to_it(repo: Path) -> None:
@@ -69,3 +103,55 @@ def test_two_runs_interleaving_on_one_tree_replay_to_it(repo: Path) -> None:
     assert proc.returncode == 1
     assert "replay differs: b.txt is not what the order leaves there" in proc.stderr
     assert wal(repo, "order", "--since", "no-such-ref").returncode == 1
+
+
+def test_verify_all_orders_the_runs_and_finds_a_change_a_merge_lost(repo: Path) -> None:
+    ok(repo, "begin", "--run", "a")
+    ok(repo, "apply", "--run", "a", "write-file", "shared.txt", "--from", "-", input=b"a\n")
+    ok(repo, "checkpoint", "--run", "a")
+    ok(repo, "begin", "--run", "b")  # began from a's post: after it in the order
+    ok(repo, "apply", "--run", "b", "write-file", "shared.txt", "--from", "-", input=b"b\n")
+    ok(repo, "checkpoint", "--run", "b")
+    data = json.loads(ok(repo, "verify", "--all", "--json"))
+    assert data["ok"], data
+    # A merge that kept a's version: every state on the branch is one a step
+    # left (the branch check is content), yet b's change, on the branch, is gone.
+    (repo / "shared.txt").write_text("a\n")
+    git(repo, "commit", "-qam", "keep a's version")
+    proc = wal(repo, "verify", "--all")
+    assert proc.returncode == 1
+    assert ("b LSN 2: order: shared.txt on refs/heads/main" in proc.stdout
+            and "holds what run a LSN 2 left, though run b LSN 2" in proc.stdout), proc.stdout
+    assert "ok   a:" in proc.stdout  # the lost change is b's failure, not a's
+    assert wal(repo, "verify", "--run", "b").returncode == 0  # one run alone cannot tell
+
+
+def test_verify_all_names_both_steps_of_a_fork(repo: Path) -> None:
+    # Two runs' shell steps rewrite one file from the same state: b's never saw a's.
+    ok(repo, "begin", "--run", "a")
+    ok(repo, "begin", "--run", "b")
+    ok(repo, "exec", "--run", "a", "--", "sh", "-c", "echo a > shared.txt")
+    ok(repo, "exec", "--run", "b", "--", "sh", "-c", "echo b > b.txt")
+    ok(repo, "exec", "--run", "a", "--", "sh", "-c", "git show HEAD:README > shared.txt "
+       "2>/dev/null || rm shared.txt")
+    ok(repo, "exec", "--run", "b", "--", "sh", "-c", "echo b2 > shared.txt")
+    assert json.loads(ok(repo, "verify", "--all", "--json"))["ok"]  # a revert, then b
+
+    fifo = repo.parent / "go"
+    os.mkfifo(fifo)
+    # d's shell step starts (its intent and pre tree logged), then waits on the
+    # fifo; c's step writes c.txt meanwhile; then d's writes it too, from the
+    # state it snapshotted (none): a lost update no path lock can see in advance.
+    ok(repo, "begin", "--run", "c")
+    ok(repo, "begin", "--run", "d")
+    d = subprocess.Popen([GIT_WAL, "exec", "--run", "d", "--", "sh", "-c",
+                          f"cat {fifo} >/dev/null; echo d > c.txt"], cwd=repo)
+    with open(fifo, "wb"):  # d's command is running once this opens
+        ok(repo, "exec", "--run", "c", "--", "sh", "-c", "echo c > c.txt")
+    assert d.wait() == 0
+    proc = wal(repo, "verify", "--all")
+    assert proc.returncode == 1
+    assert ("c LSN 2: order: fork: c.txt: changed from the same state by run c LSN 2 and "
+            "run d LSN 2") in proc.stdout
+    assert "d LSN 2: order: fork: c.txt" in proc.stdout
+    assert "ok   a:" in proc.stdout and "ok   b:" in proc.stdout

@@ -9,9 +9,9 @@ import pygit2
 
 from ..display import safe
 from ..errors import EXIT_ERROR, WalError
-from ..ids import RunId
-from ..log.store import Store, list_runs
+from ..log.store import list_runs
 from ..order import order
+from ..order import since as runs_since
 from ..repository import open_repository
 from ..wal import Wal
 from . import emit_json, handled
@@ -29,14 +29,15 @@ def order_(since: str | None, no_replay: bool, as_json: bool) -> None:
     """One order of every run's committed steps, from their hashes; conflicts named."""
     repo = open_repository(".", "run `git wal order` inside a clone")
     runs = [str(r) for r in list_runs(repo)]
+    base = None
     if since is not None:
         try:
-            base = repo.revparse_single(since).peel(pygit2.Commit).id
+            base = str(repo.revparse_single(since).peel(pygit2.Commit).id)
         except (KeyError, ValueError, pygit2.GitError):
             raise WalError(f"no commit named {since!r}",
                            "pass a branch, tag or commit id") from None
-        runs = [r for r in runs if _based_after(repo, r, base)]
-    found = order(repo, runs, None if no_replay else Wal(".").wt)
+        runs = runs_since(repo, runs, base)
+    found = order(repo, runs, None if no_replay else Wal(".").wt, base)
     if as_json:
         emit_json(found.to_dict() | {"runs": runs})
     else:
@@ -52,12 +53,3 @@ def order_(since: str | None, no_replay: bool, as_json: bool) -> None:
     if not found.ok:
         sys.exit(EXIT_ERROR)
 
-
-def _based_after(repo: pygit2.Repository, run: str, base: pygit2.Oid) -> bool:
-    """Whether ``run`` began on ``base`` or on a commit after it."""
-    store = Store(repo, RunId(run))
-    head = store.head()
-    if head is None:
-        return False
-    began = pygit2.Oid(hex=store.root_plan(head).base)
-    return began == base or bool(repo.descendant_of(began, base))

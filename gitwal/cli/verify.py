@@ -91,7 +91,8 @@ def _allowed_signers(repo: pygit2.Repository, explicit: Path | None) -> Path | N
 @click.command("verify")
 @RUN
 @click.option("--all", "everything", is_flag=True,
-              help="Every run in the repository, dropped (archived) runs included.")
+              help="Every run in the repository, dropped (archived) runs included, and "
+                   "their steps put in one order (forks, cycles and lost changes fail).")
 @click.option("--branch", metavar="REF",
               help="Branch whose diff from each run's base must be explained "
                    "(default: the run's plan branch, if it exists).")
@@ -109,7 +110,7 @@ def _allowed_signers(repo: pygit2.Repository, explicit: Path | None) -> Path | N
 def verify_(run_id: str | None, everything: bool, branch: str | None, fmt: str,
             allowed: Path | None, require_signed: bool, require_sealed: bool,
             as_json: bool) -> None:
-    """Check run logs: chain, intents, checkpoints, unlogged changes, signatures, seals."""
+    """Check run logs: chain, intents, checkpoints, unlogged changes, order, signatures, seals."""
     if run_id and everything:
         raise click.UsageError("--run and --all exclude each other",
                                click.get_current_context())
@@ -121,7 +122,8 @@ def verify_(run_id: str | None, everything: bool, branch: str | None, fmt: str,
     repo = open_repository(".", "run `git wal verify` inside a clone or a mirror")
     runs = select_runs(repo, run_id, everything)
     options = Options(branch=branch, allowed_signers=_allowed_signers(repo, allowed),
-                      require_signed=require_signed, require_sealed=require_sealed)
+                      require_signed=require_signed, require_sealed=require_sealed,
+                      order=everything)
     with progress.status("verifying") as line:
         report = verify(repo, runs, options,
                         progress=lambda n, of, run, what: line.update(f"[{n}/{of}] {run}: {what}"))

@@ -232,16 +232,19 @@ class Chain(AppendReader):
 
     def chain(self, head: CommitId) -> list[tuple[CommitId, list[Record]]]:
         """(commit, records) of every append from ``head`` back to the root, newest first."""
-        out: list[tuple[CommitId, list[Record]]] = []
+        return [(CommitId(str(c.id)), records) for c, records in self.appends(head)]
+
+    def appends(self, head: CommitId) -> Iterator[tuple[pygit2.Commit, list[Record]]]:
+        """(append commit, its records) from ``head`` back to the root, newest first,
+        read as they are asked for (a reader looking for recent records stops early)."""
         oid: str | None = head
         while oid is not None:
             commit = self._commit(oid)
-            out.append((CommitId(oid), self._commit_records(commit)))
+            yield commit, self._commit_records(commit)
             parents = commit.parent_ids
             if len(parents) > 1:
                 raise self._corrupt(oid, "an append commit has more than one parent")
             oid = str(parents[0]) if parents else None
-        return out
 
     def _walk(self, head: CommitId,
               stop_at_checkpoint: bool) -> list[tuple[Record, bytes]]:

@@ -18,6 +18,21 @@ DEFS: dict[str, Any] = {
             'overlaps': {'type': 'array', 'items': {'$ref': '#/$defs/live_claim'}},
         },
     },
+    'changed_elsewhere': {
+        'type': 'object',
+        'additionalProperties': False,
+        'description': (
+            "A path this run works on that another run's committed step changed since this "
+            "run's last committed step (docs/agents-together.md)."
+        ),
+        'required': ['path', 'run', 'lsn', 'task'],
+        'properties': {
+            'path': {'type': 'string'},
+            'run': {'type': 'string'},
+            'lsn': {'$ref': '#/$defs/lsn'},
+            'task': {'type': 'string'},
+        },
+    },
     'checkpoint_result': {
         'type': 'object',
         'additionalProperties': False,
@@ -178,6 +193,7 @@ DEFS: dict[str, Any] = {
             'removed_temp_files',
             'finished_restore',
             'in_doubt',
+            'changed_elsewhere',
             'prompt',
         ],
         'properties': {
@@ -206,6 +222,10 @@ DEFS: dict[str, Any] = {
             'prompt': {'$ref': '#/$defs/recover/properties/prompt'},
             'output': {'type': 'string'},
             'decided': {'$ref': '#/$defs/recover/properties/decided'},
+            'changed_elsewhere': {
+                'type': 'array',
+                'items': {'$ref': '#/$defs/changed_elsewhere'},
+            },
         },
     },
     'mcp_step': {
@@ -284,6 +304,7 @@ DEFS: dict[str, Any] = {
             'removed_temp_files',
             'finished_restore',
             'in_doubt',
+            'changed_elsewhere',
             'prompt',
         ],
         'properties': {
@@ -428,6 +449,10 @@ DEFS: dict[str, Any] = {
             'in_doubt': {'type': 'boolean'},
             'prompt': {'type': 'string'},
             'decided': {'type': 'array', 'items': {'$ref': '#/$defs/decided'}},
+            'changed_elsewhere': {
+                'type': 'array',
+                'items': {'$ref': '#/$defs/changed_elsewhere'},
+            },
         },
     },
     'state': {

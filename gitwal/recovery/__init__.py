@@ -5,4 +5,5 @@ decide.py  the decision table and the recovery pass (docs/recovery.md)
 files.py   the decisions for file tools
 shell.py   the decisions for shell steps
 host.py    what those two need from the recovery pass
+elsewhere.py  other runs' committed steps since this run's last: landed steps, the prompt
 """

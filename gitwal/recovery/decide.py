@@ -10,6 +10,8 @@ targets                               outcome          what recovery does
 ====================================  ===============  ===========================
 all post                              applied-missing  re-run the check; commit
                                       -commit
+post, or read by another run's step   applied-missing  commit as found (elsewhere.py)
+                                      -commit
 all pre                               not-applied      redo if --redo; else abort
 only pre, post, torn post             torn             restore ours; as not-applied
 another run's, none foreign           superseded       restore ours; abort; no redo
@@ -26,6 +28,7 @@ them), and only in the ways the report states.
 
 from __future__ import annotations
 
+from ..claims import now_s, run_claims
 from ..errors import RunBusy, WalError
 from ..ids import CommitId, Lsn
 from ..ledger import Rules, changes
@@ -33,9 +36,18 @@ from ..log.authorship import foreign_command, written_here
 from ..log.chain import Chain
 from ..log.store import Ref, Store, list_runs
 from ..records.codec import to_dict
-from ..records.model import Abort, Approval, Intent, Record, agent_tag
-from ..report import APPLIED, IN_DOUBT, NOT_APPLIED, Drift, Outcome, Report
+from ..records.model import EXEC_TOOL, Abort, Approval, Intent, Plan, Record, agent_tag
+from ..report import (
+    APPLIED,
+    IN_DOUBT,
+    NOT_APPLIED,
+    ChangedElsewhere,
+    Drift,
+    Outcome,
+    Report,
+)
 from ..worktree.tree import Worktree
+from .elsewhere import Elsewhere, changed_on, last_commit_time, steps_since
 from .files import FileDecisions
 from .scan import Scan
 from .shell import ExecDecisions
@@ -57,6 +69,8 @@ class Recovery(ExecDecisions, FileDecisions):
         self.appended: list[Record] = []  # what this recovery added to the log
         self.approved: dict[Lsn, Approval] = {}
         self._others: dict[tuple[str, str], str] | None = None
+        self._since: int | None = None  # when this run last committed a step
+        self._elsewhere: list[Elsewhere] | None = None
 
     def _append(self, record: Record, refs: list[Ref] | None = None) -> None:
         self.head = self.store.append([record], refs or [], self.head)
@@ -68,6 +82,8 @@ class Recovery(ExecDecisions, FileDecisions):
         # One pass over the segment (scan.py): the records are not held.
         self.head = self.store.head()
         records = self.store.forward(self.head)
+        if self.head is not None:
+            self._since = last_commit_time(self.store, self.head)
         scan = Scan(self.wt, next(records)).feed(records)
         self.next_lsn = Lsn(scan.last.lsn + 1)
         plan = self.store.plan(scan.first)
@@ -120,7 +136,26 @@ class Recovery(ExecDecisions, FileDecisions):
             finished_restore=finished, undone=scan.undone({o.lsn for o in outcomes}),
             last_step=scan.last_step, last_agent_step=scan.last_agent_step,
             decided=tuple(scan.decided),
+            elsewhere=self._changed_on_ours(scan, plan, open_intents),
         )
+
+    def _changed_on_ours(self, scan: Scan, plan: Plan,
+                         open_intents: list[Intent]) -> tuple[ChangedElsewhere, ...]:
+        """Paths this run works on (its steps' targets, its open intents', paths its
+        plan's steps name, its claims) that other runs changed since its last
+        committed step: the model reads them again before it goes on."""
+        ours = {p for d in scan.committed if d.tool != EXEC_TOOL for p in d.target}
+        ours |= {p for i in open_intents if i.tool != EXEC_TOOL for p in i.target}
+        ours |= {w for s in plan.steps for w in s.split()}
+        patterns = [c.pattern for c in run_claims(self.store.repo, self.store.run, now_s())]
+        return changed_on(ours, patterns, self._steps_elsewhere())
+
+    def _steps_elsewhere(self) -> list[Elsewhere]:
+        """Other runs' steps committed since this run's last (read once)."""
+        if self._elsewhere is None:
+            self._elsewhere = ([] if self._since is None else
+                               steps_since(self.store.repo, self.store.run, self._since))
+        return self._elsewhere
 
     def _clear_temps(self, intent: Intent) -> list[str]:
         if intent.tool == "exec":

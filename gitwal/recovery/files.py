@@ -24,6 +24,7 @@ from ..worktree.overwrite import (
     save,
     torn_prefix,
 )
+from .elsewhere import Elsewhere, landed_for
 from .host import DecisionHost
 
 # Whose bytes a target holds (FileDecisions._kind).
@@ -44,7 +45,16 @@ class FileDecisions(DecisionHost):
                 apply_post(self.wt, intent)  # the contents are there; the modes may not be
             return self._commit_found(intent, APPLIED, "applied; commit was missing",
                                       "committed")
-        kinds = [self._kind(intent, i, state) for i, state in enumerate(now)]
+        # Another run's committed step began from this step's post-image: it
+        # landed (that run read it). Redoing or restoring it would undo that
+        # run's work, so it is committed, the tree left as it is.
+        landed = landed_for(intent, self._steps_elsewhere())
+        if landed and all(state == post or p in landed for p, state, post
+                          in zip(intent.target, now, intent.post, strict=True)):
+            return self._landed_elsewhere(intent, landed, dry_run)
+        kinds = [OTHER_RUN + f"by run {landed[p].run} at LSN {landed[p].lsn}"
+                 if p in landed else self._kind(intent, i, state)
+                 for i, (p, state) in enumerate(zip(intent.target, now, strict=True))]
         foreign = tuple(p for p, k in zip(intent.target, kinds, strict=True) if k == FOREIGN)
         others = [(p, k) for p, k in zip(intent.target, kinds, strict=True)
                   if k.startswith(OTHER_RUN)]
@@ -75,6 +85,20 @@ class FileDecisions(DecisionHost):
                            f"recovery: {detail}; not redone", restored))
         return self._outcome(intent, outcome, "aborted",
                              detail + ("" if others else "; redo it"))
+
+    def _landed_elsewhere(self, intent: Intent, landed: dict[str, Elsewhere],
+                          dry_run: bool) -> Outcome:
+        assert intent.post is not None
+        seen = "; ".join(f"run {s.run} LSN {s.lsn} began from its post-image of {p}"
+                         for p, s in sorted(landed.items()))
+        detail = f"applied: {seen} (left as it is)"
+        if intent.check:
+            detail += "; its check was not run again (the tree has moved on since)"
+        if dry_run:
+            return self._outcome(intent, APPLIED, "none", detail)
+        self._append(Commit(self.store.run, self.next_lsn, intent.lsn, intent.post,
+                            f"post read by another run: {seen}", recovered=True))
+        return self._outcome(intent, APPLIED, "committed", detail + "; now committed")
 
     def _kind(self, intent: Intent, i: int, state: str) -> str:
         """Whose bytes target ``i`` holds: the step's own (pre, post, a torn

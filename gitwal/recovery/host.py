@@ -8,6 +8,7 @@ from ..log.store import Ref, Store
 from ..records.model import Approval, Intent, Record
 from ..report import Outcome
 from ..worktree.tree import Worktree
+from .elsewhere import Elsewhere
 
 
 class DecisionHost:
@@ -29,4 +30,7 @@ class DecisionHost:
         raise NotImplementedError
 
     def _committed_elsewhere(self) -> dict[tuple[str, str], str]:
+        raise NotImplementedError
+
+    def _steps_elsewhere(self) -> list[Elsewhere]:
         raise NotImplementedError

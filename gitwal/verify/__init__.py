@@ -50,6 +50,7 @@ from .replay import (
     intents_of,
     object_failures,
 )
+from .runs_order import Lane, order_failures
 from .seal import seal_failures
 
 __all__ = ["DEFAULT_CHECKS", "Check", "Failure", "Options", "Report", "RunContext",
@@ -66,6 +67,7 @@ class Options:
     allowed_signers: Path | None = None  # check every signature against this file
     require_signed: bool = False  # an unsigned append is a failure
     require_sealed: bool = False  # a run that does not end in a seal is a failure
+    order: bool = False  # put the runs' steps in one order (verify --all): runs_order.py
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,8 @@ class Session:
         self.repo = repo
         self.allowed = allowed  # the allowed-signers entries, read once
         self._loaded: dict[str, Loaded] = {}
+        self.runs: Sequence[str] = ()  # the runs being verified
+        self._order: list[Failure] | None = None
 
     def load(self, run: str) -> Loaded:
         if run not in self._loaded:
@@ -95,6 +99,18 @@ class Session:
                 failure = Failure(run, "chain", f"could not read the log: {e!r}")
                 self._loaded[run] = Loaded((), (), None, (failure,))
         return self._loaded[run]
+
+    def order(self, branch: str | None) -> list[Failure]:
+        """The order check's failures for every run of the session, found once."""
+        if self._order is None:
+            if branch is None and not self.repo.head_is_unborn:
+                branch = "HEAD" if self.repo.head_is_detached else self.repo.head.name
+            found = resolve(self.repo, branch) if branch else None
+            lanes = [Lane(r, loaded.plan, loaded.history)
+                     for r in self.runs for loaded in (self.load(r),)]
+            self._order = order_failures(self.repo, lanes, found[1] if found else None,
+                                         found[0] if found else "")
+        return self._order
 
     def others(self, run: str) -> Iterator[tuple[Plan, list[Entry]]]:
         """(plan, history) of every other run whose plan could be read."""
@@ -175,6 +191,12 @@ def _branch(ctx: RunContext) -> Iterable[Failure]:
                            lambda: ctx.session.others(ctx.run))
 
 
+def _order(ctx: RunContext) -> Iterable[Failure]:
+    if not ctx.options.order:
+        return []
+    return [f for f in ctx.session.order(ctx.options.branch) if f.run == ctx.run]
+
+
 def _signature(ctx: RunContext) -> Iterable[Failure]:
     if ctx.session.allowed is None and not ctx.options.require_signed:
         return []
@@ -198,6 +220,7 @@ DEFAULT_CHECKS: tuple[Check, ...] = (
     FnCheck("undo", lambda c: [Failure(c.run, "undo", why, lsn) for lsn, why in
                                log_problems(c.repo, (e.record for e in c.history))]),
     FnCheck("branch", _branch),
+    FnCheck("order", _order),
     FnCheck("signature", _signature),
     FnCheck("seal", _seal),
 )
@@ -292,6 +315,7 @@ def verify(repo: pygit2.Repository, runs: Sequence[str], options: Options = Opti
                        "gpg.ssh.allowedSignersFile format; `git wal trust add` writes one)")
     allowed = None if options.allowed_signers is None else load_allowed(options.allowed_signers)
     session = Session(repo, allowed)
+    session.runs = runs
     results = []
     for n, run in enumerate(runs, 1):
         start = time.monotonic()

@@ -1,0 +1,121 @@
+"""What other runs on this working tree did while a run was stopped: their
+committed steps since a time (docs/agents-together.md, "Recovery among others").
+
+Recovery uses it twice: an open file intent whose post-image another run's
+later step began from did land (that run read it), so it is committed, never
+rolled back or redone over that run's work; and the resume prompt names the
+paths this run works on that other runs changed since its last committed
+step, so the model reads them again.
+
+Runs bound to another worktree do not count (their paths are another tree's).
+"Since" is the append commits' time (this machine's clock, whole seconds):
+a step appended in the same second counts as after, so a change is listed
+once too often rather than missed. Each other run's log is read newest first
+only back to that time (and to the intents its commits there close).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import pygit2
+
+from ..claims import matches
+from ..errors import WalError
+from ..history import Change, changes_of
+from ..ids import CommitId, Lsn, RunId
+from ..log.chain import Chain
+from ..log.store import list_runs
+from ..records.model import Commit, Intent
+from ..report import ChangedElsewhere
+from ..repository import worktree_name
+
+
+@dataclass(frozen=True)
+class Elsewhere:
+    """One committed step of another run."""
+
+    run: str
+    task: str
+    lsn: Lsn
+    at: int  # Unix seconds of the append that committed it
+    changes: tuple[Change, ...]
+
+
+def last_commit_time(chain: Chain, head: CommitId) -> int:
+    """The time of the newest append, from ``head`` back, that committed a step
+    (the root's time if none did): every open intent is newer."""
+    at = 0
+    for commit, records in chain.appends(head):
+        at = commit.commit_time
+        if any(isinstance(r, Commit) for r in records):
+            break
+    return at
+
+
+def steps_since(repo: pygit2.Repository, me: RunId, since: int) -> list[Elsewhere]:
+    """The committed steps of the other runs of this worktree whose commit was
+    appended at ``since`` or later, oldest first."""
+    here = worktree_name(repo)
+    out: list[Elsewhere] = []
+    for rid in list_runs(repo):
+        if rid == me:
+            continue
+        chain = Chain(repo, rid)
+        try:
+            head = chain.head()
+            if head is None:
+                continue
+            plan = chain.root_plan(head)
+            if plan.worktree is not None and plan.worktree[0] != here:
+                continue
+            out += _recent(repo, chain, head, plan.task, since)
+        except WalError:
+            continue  # a damaged log is reported by its own commands; it explains nothing
+    return sorted(out, key=lambda s: (s.at, s.run, s.lsn))
+
+
+def _recent(repo: pygit2.Repository, chain: Chain, head: CommitId, task: str,
+            since: int) -> list[Elsewhere]:
+    commits: list[tuple[Commit, int]] = []
+    intents: dict[int, Intent] = {}
+    for commit, records in chain.appends(head):
+        late = commit.commit_time >= since
+        for r in records:
+            if isinstance(r, Commit) and late:
+                commits.append((r, commit.commit_time))
+            elif isinstance(r, Intent):
+                intents[r.lsn] = r
+        if not late and all(c.intent in intents for c, _ in commits):
+            break
+    return [Elsewhere(str(chain.run), task, intents[c.intent].lsn, at,
+                      changes_of(repo, intents[c.intent], c))
+            for c, at in commits if c.intent in intents]
+
+
+def landed_for(intent: Intent, others: Sequence[Elsewhere]) -> dict[str, Elsewhere]:
+    """Targets of ``intent`` whose post-image a step of another run began from."""
+    if intent.post is None:
+        return {}
+    wanted = {(p, post) for p, pre, post in zip(intent.target, intent.pre, intent.post,
+                                                 strict=True) if post != pre}
+    out: dict[str, Elsewhere] = {}
+    for s in others:
+        for c in s.changes:
+            if (c.path, c.before) in wanted:
+                out.setdefault(c.path, s)
+    return out
+
+
+def changed_on(paths: Iterable[str], patterns: Iterable[str],
+               others: Sequence[Elsewhere]) -> tuple[ChangedElsewhere, ...]:
+    """The newest change by another run of each of ``paths`` (or of a path one
+    of ``patterns`` matches), by path."""
+    exact, globs = set(paths), tuple(patterns)
+    newest: dict[str, ChangedElsewhere] = {}
+    for s in others:
+        for c in s.changes:
+            if c.path in exact or any(matches(g, c.path) for g in globs):
+                newest[c.path] = ChangedElsewhere(c.path, s.run, s.lsn, s.task)
+    return tuple(newest[p] for p in sorted(newest))

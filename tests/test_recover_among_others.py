@@ -1,0 +1,79 @@
+"""Recovery among other runs (gitwal/recovery/elsewhere.py): a killed step
+whose post-image another run's later step began from landed, and is committed,
+never redone or rolled back over that run's work; the resume prompt names the
+paths this run works on that other runs changed since its last step."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from .conftest import ok, wal
+
+
+def killed_write(repo: Path, run: str, path: str, data: bytes) -> None:
+    proc = wal(repo, "apply", "--run", run, "write-file", path, input=data,
+               env={"GITWAL_CRASH_AT": "after-apply"})
+    assert proc.returncode == -9, proc.stderr
+    assert (repo / path).read_bytes() == data  # written; its commit never appended
+
+
+@pytest.mark.parametrize("then", ["builds on it", "puts it back"])
+def test_a_killed_step_another_run_built_on_is_committed_as_found(repo: Path,
+                                                                   then: str) -> None:
+    original = (repo / "README").read_bytes()
+    ok(repo, "begin", "--run", "a", "--task", "greeting")
+    ok(repo, "begin", "--run", "b")
+    killed_write(repo, "a", "README", b"A\n")
+    # b's shell step takes no path locks: it reads a's bytes and changes them.
+    script = ("sed s/A/AB/ README > t && mv t README" if then == "builds on it"
+              else "git show HEAD:README > README")
+    ok(repo, "exec", "--run", "b", "--", "sh", "-c", script)
+    after_b = (repo / "README").read_bytes()
+    assert after_b == (b"AB\n" if then == "builds on it" else original)
+
+    report = json.loads(ok(repo, "recover", "--run", "a", "--redo", "--json"))
+    [step] = report["intents"]
+    assert (step["outcome"], step["action"]) == ("applied-missing-commit", "committed")
+    assert "run b LSN 2 began from its post-image of README" in step["detail"]
+    assert (repo / "README").read_bytes() == after_b  # b's work stands; nothing redone
+    assert json.loads(ok(repo, "verify", "--all", "--json"))["ok"]
+    order = json.loads(ok(repo, "order", "--json"))
+    assert order["ok"], order
+    assert [(s["run"], s["lsn"]) for s in order["steps"]] == [("a", 2), ("b", 2)]
+
+
+def test_a_killed_step_nobody_built_on_is_still_redone(repo: Path) -> None:
+    # The rule is about another run's step that began from this step's post;
+    # a path merely put back (here by hand, unlogged) is the old decision's.
+    ok(repo, "begin", "--run", "a")
+    ok(repo, "begin", "--run", "b")
+    original = (repo / "README").read_bytes()
+    killed_write(repo, "a", "README", b"A\n")
+    (repo / "README").write_bytes(original)
+    ok(repo, "exec", "--run", "b", "--", "sh", "-c", "echo b > other.txt")
+    report = json.loads(ok(repo, "recover", "--run", "a", "--redo", "--json"))
+    assert report["intents"][0]["action"] == "redone"
+    assert (repo / "README").read_bytes() == b"A\n"
+
+
+def test_the_resume_prompt_names_what_other_runs_changed_on_this_runs_paths(
+        repo: Path) -> None:
+    ok(repo, "begin", "--run", "a", "--task", "edit x then y", "--step", "edit src/x.txt",
+       "--step", "edit src/y.txt")
+    ok(repo, "apply", "--run", "a", "--step", "1", "write-file", "src/x.txt", input=b"a\n")
+    ok(repo, "begin", "--run", "b", "--task", "tidy")
+    for path in ("src/x.txt", "src/y.txt", "src/z.txt"):
+        ok(repo, "apply", "--run", "b", "write-file", path, input=b"b\n")
+    killed_write(repo, "a", "src/w.txt", b"w\n")
+    prompt = ok(repo, "prompt", "--run", "a")
+    line = next(ln for ln in prompt.splitlines() if ln.startswith("Changed by other runs"))
+    assert "src/x.txt (run b LSN 2, task 'tidy')" in line  # a's own step's path
+    assert "src/y.txt (run b LSN 4, task 'tidy')" in line  # named by a's plan
+    assert "src/z.txt" not in line and "src/w.txt" not in line
+    data = json.loads(ok(repo, "recover", "--run", "a", "--json"))
+    assert [c["path"] for c in data["changed_elsewhere"]] == ["src/x.txt", "src/y.txt"]
+    # Nothing of b's was touched by a's recovery.
+    assert all((repo / p).read_bytes() == b"b\n" for p in ("src/x.txt", "src/y.txt"))
