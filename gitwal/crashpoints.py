@@ -26,6 +26,7 @@ CRASH_POINTS = (
     "checkpoint-after-commit",  # checkpoint commit made, its record not yet appended
     "compact-after-rewrite",  # compaction: new chain written, nothing archived or moved
     "compact-after-archive",  # compaction: old head archived, live ref not yet moved
+    "before-close",  # agent hook: the tool ran, its closing hook has read nothing yet
 )
 
 _ENV = "GITWAL_CRASH_AT"

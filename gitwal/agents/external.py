@@ -33,6 +33,7 @@ from typing import Any
 import pygit2
 
 from ..claims import kept_off_others
+from ..crashpoints import crash_point
 from ..errors import ToolRefused, UnknownRun
 from ..ids import ABSENT, UNKNOWN, CommitId, Lsn, TreeId
 from ..log.pathlocks import Holder
@@ -316,6 +317,9 @@ class External:
         already) has its ``paths`` (or, for a shell call, the tree) compared
         with the expectation instead: the difference becomes ``unlogged``.
         """
+        # Until here the step is in flight for every other run: its intent is the
+        # newest record, its tool has run (a test holds a step here).
+        crash_point("before-close")
         with self._state() as state:
             intent = self.find(state.records, call.call_id)
             open_ = self._open(state.records)
