@@ -44,6 +44,7 @@ class Step:
     lsn: Lsn
     tool: str
     changes: tuple[Change, ...]
+    at: int = 0  # Unix seconds of the append that committed it: a preference only
 
     @property
     def key(self) -> tuple[str, int]:
@@ -81,17 +82,23 @@ class Order:
 
 
 def steps_of(repo: pygit2.Repository, run: str,
-             records: Iterable[Record] | None = None) -> list[Step]:
-    """The committed steps of ``run`` (its log, or ``records`` read from it), in LSN order."""
+             records: Iterable[tuple[Record, int]] | None = None) -> list[Step]:
+    """The committed steps of ``run``, in LSN order, from its live log or from
+    ``records`` read from it, each with the time of the append that carried it."""
+    if records is None:
+        store = Store(repo, RunId(run))
+        head = store.head()
+        appends = [] if head is None else list(store.appends(head))
+        records = ((r, c.commit_time) for c, batch in reversed(appends) for r in batch)
     opened: dict[int, Intent] = {}
     out: list[Step] = []
-    for rec in Store(repo, RunId(run)).records() if records is None else records:
+    for rec, at in records:
         if isinstance(rec, Intent):
             opened[rec.lsn] = rec
         elif isinstance(rec, Abort):
             opened.pop(rec.intent, None)
         elif isinstance(rec, Commit) and (intent := opened.pop(rec.intent, None)):
-            out.append(Step(run, intent.lsn, intent.tool, changes_of(repo, intent, rec)))
+            out.append(Step(run, intent.lsn, intent.tool, changes_of(repo, intent, rec), at))
     return out
 
 
@@ -125,20 +132,22 @@ class _Paths:
 
     def __init__(self, lanes: Sequence[Lane]) -> None:
         self.lanes = lanes
-        self.seen: dict[tuple[str, str], list[tuple[int, int]]] = {}  # as pre or post
-        self.made: dict[tuple[str, str], list[tuple[int, int]]] = {}  # as post
+        # (path, state) -> {lane: first index of a step carrying it, as pre or post}
+        self.seen: dict[tuple[str, str], dict[int, int]] = {}
+        # (path, state) -> {lane: last index of a step producing it}
+        self.made: dict[tuple[str, str], dict[int, int]] = {}
         for li, lane in enumerate(lanes):
             for si, s in enumerate(lane):
                 for c in s.changes:
-                    self.seen.setdefault((c.path, c.before), []).append((li, si))
-                    self.seen.setdefault((c.path, c.after), []).append((li, si))
-                    self.made.setdefault((c.path, c.after), []).append((li, si))
+                    for key in ((c.path, c.before), (c.path, c.after)):
+                        self.seen.setdefault(key, {}).setdefault(li, si)
+                    self.made.setdefault((c.path, c.after), {})[li] = si
 
     def passed(self, key: tuple[str, str], pos: Sequence[int]) -> bool:
-        return any(si < pos[li] for li, si in self.seen.get(key, ()))
+        return any(si < pos[li] for li, si in self.seen.get(key, {}).items())
 
     def coming(self, key: tuple[str, str], pos: Sequence[int], lane: int) -> bool:
-        return any(si >= pos[li] and li != lane for li, si in self.made.get(key, ()))
+        return any(si >= pos[li] and li != lane for li, si in self.made.get(key, {}).items())
 
     def fits(self, lane: int, pos: Sequence[int], state: dict[str, str],
              guess: bool = False) -> bool:
@@ -157,26 +166,33 @@ class _Paths:
 
 
 def _search(lanes: Sequence[Lane], paths: _Paths,
-            first: dict[str, str]) -> list[int] | None:
+            first: dict[str, str]) -> tuple[list[int] | None, list[int]]:
     """A schedule (lane per step) in which every step finds what it began from,
-    depth first, lanes tried by run id; None when none is found within the budget."""
+    depth first, the fitting steps tried oldest first (append time, then run
+    id); None when none is found within the budget. Also the longest prefix
+    reached, for the placement that follows a failed search."""
     ends = tuple(len(lane) for lane in lanes)
     start: tuple[int, ...] = (0,) * len(lanes)
+    budget = SEARCH_BUDGET + 4 * sum(ends)
 
     def options(pos: tuple[int, ...], state: dict[str, str]) -> Iterator[int]:
-        live = [i for i in range(len(lanes)) if pos[i] < ends[i]]
+        live = sorted((i for i in range(len(lanes)) if pos[i] < ends[i]),
+                      key=lambda i: (lanes[i][pos[i]].at, i))
         sure = [i for i in live if paths.fits(i, pos, state)]
         yield from sure
         yield from (i for i in live if i not in sure and paths.fits(i, pos, state, guess=True))
 
     stack = [(start, first, options(start, first))]
     chosen: list[int] = []
+    deepest: list[int] = []
     failed: set[tuple[tuple[int, ...], frozenset[tuple[str, str]]]] = set()
     tries = 0
     while stack:
         pos, state, left = stack[-1]
         if pos == ends:
-            return chosen
+            return chosen, chosen
+        if len(chosen) > len(deepest):
+            deepest = list(chosen)
         i = next(left, None)
         if i is None:
             failed.add((pos, frozenset(state.items())))
@@ -185,8 +201,8 @@ def _search(lanes: Sequence[Lane], paths: _Paths,
                 chosen.pop()
             continue
         tries += 1
-        if tries > SEARCH_BUDGET:
-            return None
+        if tries > budget:
+            return None, deepest
         after = dict(state)
         for c in lanes[i][pos[i]].changes:
             after[c.path] = c.after
@@ -195,18 +211,26 @@ def _search(lanes: Sequence[Lane], paths: _Paths,
             continue
         chosen.append(i)
         stack.append((nxt, after, options(nxt, after)))
-    return None
+    return None, deepest
 
 
-def _greedy(lanes: Sequence[Lane], paths: _Paths, first: dict[str, str]) -> list[int]:
-    """A schedule when no step-by-step consistent one was found: a step that
-    fits first; else one whose pre no later step of another run produces
-    (waiting would not help); else the first lane's. The conflicts name why."""
+def _greedy(lanes: Sequence[Lane], paths: _Paths, first: dict[str, str],
+            prefix: list[int]) -> list[int]:
+    """A schedule when no step-by-step consistent one was found: the longest
+    consistent prefix found, then one step at a time a step that fits (oldest
+    first); else one whose pre no later step of another run produces (waiting
+    would not help); else the oldest. The conflicts name why."""
     pos = [0] * len(lanes)
     state = dict(first)
     out: list[int] = []
+    for i in prefix:
+        for c in lanes[i][pos[i]].changes:
+            state[c.path] = c.after
+        pos[i] += 1
+        out.append(i)
     while True:
-        live = [i for i in range(len(lanes)) if pos[i] < len(lanes[i])]
+        live = sorted((i for i in range(len(lanes)) if pos[i] < len(lanes[i])),
+                      key=lambda i: (lanes[i][pos[i]].at, i))
         if not live:
             return out
         pick = next((i for guess in (False, True) for i in live
@@ -278,9 +302,9 @@ def derive(runs: Iterable[Sequence[Step]], base: Callable[[str], str] | None = N
     paths = _Paths(lanes)
     first = ({} if base is None else
              {c.path: base(c.path) for lane in lanes for s in lane for c in s.changes})
-    schedule = _search(lanes, paths, dict(first))
+    schedule, prefix = _search(lanes, paths, dict(first))
     if schedule is None:
-        schedule = _greedy(lanes, paths, first)
+        schedule = _greedy(lanes, paths, first, prefix)
     pos = [0] * len(lanes)
     ordered: list[Step] = []
     for i in schedule:

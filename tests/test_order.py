@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from gitwal.history import Change
 from gitwal.ids import ABSENT, Lsn
@@ -155,3 +158,55 @@ def test_verify_all_names_both_steps_of_a_fork(repo: Path) -> None:
             "run d LSN 2") in proc.stdout
     assert "d LSN 2: order: fork: c.txt" in proc.stdout
     assert "ok   a:" in proc.stdout and "ok   b:" in proc.stdout
+
+
+def interleaved(seed: int, runs: int, steps: int) -> tuple[list[list[Step]], dict[str, str]]:
+    """Runs taking random turns on a few files, putting back earlier states often
+    (so many steps share a pre-state): a history one serial order explains."""
+    rnd = random.Random(seed)
+    state = {f"f{i}": f"{i:040x}" for i in range(6)}
+    base = dict(state)
+    lanes: dict[str, list[Step]] = {f"r{r}": [] for r in range(runs)}
+    for n in range(runs * steps):
+        run = f"r{rnd.randrange(runs)}"
+        changes = []
+        for path in rnd.sample(sorted(state), rnd.randint(1, 2)):
+            after = (rnd.choice(sorted(base.values())) if rnd.random() < 0.3
+                     else f"{n + 100:040x}")
+            changes.append(Change(path, state[path], 0o100644, after))
+            state[path] = after
+        lane = lanes[run]
+        lane.append(Step(run, Lsn(2 * len(lane) + 2), "write_file", tuple(changes), n // 7))
+    return list(lanes.values()), base
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_interleavings_with_reverts_are_ordered_and_a_stale_read_is_one_fork(
+        seed: int) -> None:
+    lanes, base = interleaved(seed, runs=2 + seed, steps=60)
+    ordered, conflicts = derive(lanes, base.__getitem__)
+    assert conflicts == ()
+    state = dict(base)  # the order replays: every step finds what it began from
+    for s in ordered:
+        for c in s.changes:
+            assert state[c.path] == c.before, (s.key, c.path)
+            state[c.path] = c.after
+    # One more step, in another run than the one that moved f0 away from the
+    # first new state it had: it began from that state, long gone.
+    chain = [(s, c) for s in ordered for c in s.changes if c.path == "f0"]
+    k = next(k for k, (_s, c) in enumerate(chain) if c.after not in base.values())
+    gone, mover = chain[k][1].after, chain[k + 1][0]
+    lane = next(lane for lane in lanes if lane[0].run != mover.run)
+    stale = Step(lane[0].run, Lsn(int(lane[-1].lsn) + 2), "write_file",
+                 (Change("f0", gone, 0o100644, "e" * 40),), 10**6)
+    lane.append(stale)
+    again, conflicts = derive(lanes, base.__getitem__)
+    assert sorted(s.key for s in again) == sorted(s.key for lane in lanes for s in lane)
+    if conflicts:  # else another order explains it too: then it must replay
+        assert any(c.kind == "fork" and stale.key in c.steps for c in conflicts), conflicts
+    else:
+        state = dict(base)
+        for s in again:
+            for c in s.changes:
+                assert state[c.path] == c.before, (s.key, c.path)
+                state[c.path] = c.after

@@ -39,7 +39,16 @@ def order_failures(repo: pygit2.Repository, lanes: Sequence[Lane],
                    tip: pygit2.Commit | None, tip_name: str) -> list[Failure]:
     """Failures of the runs in ``lanes`` taken together (each names its run)."""
     base = common_base(repo, (lane.plan.base for lane in lanes if lane.plan is not None))
-    steps = [steps_of(repo, lane.run, (e.record for e in lane.history)) for lane in lanes]
+    times: dict[str, int] = {}
+
+    def at(commit: str) -> int:
+        if commit not in times:
+            found = repo.get(commit)
+            times[commit] = found.commit_time if isinstance(found, pygit2.Commit) else 0
+        return times[commit]
+
+    steps = [steps_of(repo, lane.run, ((e.record, at(e.commit)) for e in lane.history))
+             for lane in lanes]
     ordered, conflicts = derive(steps, state_in(repo, base))
     out = [Failure(run, "order", f"{c.kind}: {c.detail}", Lsn(lsn))
            for c in conflicts for run, lsn in c.steps]
