@@ -141,12 +141,14 @@ def among(repo: pygit2.Repository, me: str, intent: Intent, post: str,
 
 
 def check_named(repo: pygit2.Repository, run: str, records: Iterable[Record],
-                load: Callable[[str], Sequence[Record] | None]) -> list[Failure]:
+                load: Callable[[str], Sequence[Record] | None],
+                notes: list[str] | None = None) -> list[Failure]:
     """`git wal verify`: every ``theirs`` entry of ``run``'s closings names
     another run's committed step that changed the path to the state the post
     tree holds, and closed after the LSN the intent noted for that run; every
     ``claimed`` entry names a claim record of that run whose pattern matches
-    the path. ``load``: another run's records (None if it cannot be read)."""
+    the path. ``load``: another run's records (None if it cannot be read: a
+    dropped run, say; then a line in ``notes`` says what was not checked)."""
     from .claims import matches  # claims imports nothing of this module's users
 
     out: list[Failure] = []
@@ -164,7 +166,13 @@ def check_named(repo: pygit2.Repository, run: str, records: Iterable[Record],
             continue
         post = rec.post[0] if isinstance(rec, Commit) else dict(rec.saved).get(".")
         seen = intent.args.get(OTHERS_ARG) or {}
+        for path, other, _lsn in (*rec.theirs, *rec.claimed):
+            if load(other) is None and notes is not None:
+                notes.append(f"LSN {rec.lsn}: {path} names run {other}, whose log cannot "
+                             "be read here: not checked")
         for path, other, lsn in rec.theirs:
+            if load(other) is None:
+                continue
             why = _their_problem(repo, load(other), path, lsn, post,
                                  int(seen.get(other, 0)) if isinstance(seen, dict) else 0)
             if why:
@@ -172,6 +180,8 @@ def check_named(repo: pygit2.Repository, run: str, records: Iterable[Record],
                                    f"(run {other} LSN {lsn}): {why}", rec.lsn))
         for path, other, lsn in rec.claimed:
             recs = load(other)
+            if recs is None:
+                continue
             claim = next((r for r in recs or () if r.lsn == lsn), None)
             if not isinstance(claim, Claim) or not any(matches(p, path) for p in claim.paths):
                 out.append(Failure(run, "among", f"LSN {rec.lsn}: claimed {path}: run "

@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .conftest import GIT_WAL, ok, wal
+from .conftest import GIT_WAL, git, ok, wal
 from .test_agent_payloads import claude_run, claude_tool, run_hook, wal_log
 from .test_json_schema import check
 
@@ -108,6 +108,8 @@ def test_another_runs_commit_while_a_shell_step_runs_is_not_its_effect(
     assert {(s["run"], s["lsn"]): s["paths"] for s in found["steps"]} == {
         ("run-a", 2): ["a.txt"], ("run-b", 2): ["b.txt"]}
     assert found["claimed"] == []
+    shown = ok(repo, "show", "--run", "run-a", "--no-pager", "2")
+    assert "a.txt" in shown and "b.txt" not in shown
     verified(repo, "run-a", "run-b")
 
     # Undoing A's step puts back A's path only: B's work stays.
@@ -218,3 +220,79 @@ def test_recovery_of_a_killed_shell_step_leaves_another_runs_commit_alone(
     assert abort["theirs"] == [["b.txt", "run-b", 2]]
     assert order_json(repo)["ok"]
     verified(repo, "run-a", "run-b")
+
+
+def test_verify_refuses_a_theirs_entry_the_other_log_does_not_bear_out(
+        repo: Path, tmp_path: Path) -> None:
+    import dataclasses
+
+    import pygit2
+
+    from gitwal.ids import RunId
+    from gitwal.log.store import Store
+    from gitwal.records.model import Commit, Intent, Record
+    from gitwal.shell_among import check_named
+
+    ok(repo, "begin", "--run", "run-a")
+    ok(repo, "begin", "--run", "run-b")
+    started, go = fifos(tmp_path)
+    a = start_exec(repo, "run-a", started, go)
+    _fifo(started, "r", a)
+    ok(repo, "apply", "--run", "run-b", "write-file", "b.txt", input=b"B\n")
+    _fifo(go, "w", a)
+    _, err = a.communicate(timeout=60)
+    assert a.returncode == 0, err.decode()
+    r = pygit2.Repository(str(repo))
+    mine, theirs = (Store(r, RunId(n)).records() for n in ("run-a", "run-b"))
+    assert check_named(r, "run-a", mine, lambda run: theirs) == []
+
+    def problems(records: list[Record], other: list[Record] | None) -> list[str]:
+        return [f.reason for f in check_named(r, "run-a", records, lambda run: other)]
+
+    # The intent noted B after its step: B's step came before, it is A's to explain.
+    early = [dataclasses.replace(x, args={**x.args, "others": {"run-b": 3}})
+             if isinstance(x, Intent) and x.tool == "exec" else x for x in mine]
+    assert any("before the intent" in p for p in problems(early, theirs))
+    # B's log does not hold that commit, or cannot be read.
+    assert any("no committed step" in p
+               for p in problems(mine, [x for x in theirs if not isinstance(x, Commit)]))
+    notes: list[str] = []
+    assert check_named(r, "run-a", mine, lambda run: None, notes) == []
+    assert notes and "names run run-b, whose log cannot be read here" in notes[0]
+    # A claim entry that names no claim.
+    forged = [dataclasses.replace(x, claimed=(("a.txt", "run-b", 2),))
+              if isinstance(x, Commit) else x for x in mine]
+    assert any("no claim of it" in p for p in problems(forged, theirs))
+
+
+def test_theirs_and_claimed_are_validated_on_read() -> None:
+    import dataclasses
+
+    import pytest
+
+    from gitwal.errors import CorruptLog
+    from gitwal.ids import Lsn, RunId
+    from gitwal.records.codec import decode, encode
+    from gitwal.records.model import Commit
+
+    plain = Commit(RunId("run-a"), Lsn(3), Lsn(2), ("a" * 40,), "exit 0")
+    good = dataclasses.replace(plain, theirs=(("b.txt", "run-b", 2),),
+                               claimed=(("c.txt", "run-b", 4),))
+    assert decode(encode(good), "x") == good
+    assert b"theirs" not in encode(plain) and b"claimed" not in encode(plain)
+    body = json.loads(encode(good))
+    for bad in ([], [["b.txt", "run-a", 2]], [["../b", "run-b", 2]], [["b.txt", "run-b", 0]],
+                [["b.txt", "run-b"]], [["b.txt", "run-b", 2], ["b.txt", "run-c", 3]]):
+        with pytest.raises(CorruptLog):
+            decode(json.dumps({**body, "theirs": bad}).encode(), "x")
+
+
+def test_runs_bound_to_another_worktree_are_not_noted(repo: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    git(repo, "worktree", "add", "-q", str(other))
+    ok(other, "begin", "--run", "run-w")
+    ok(repo, "begin", "--run", "run-a")
+    ok(repo, "begin", "--run", "run-b")
+    ok(repo, "exec", "--run", "run-a", "--", "sh", "-c", "echo x > a.txt")
+    [intent] = record(repo, "run-a", "intent")
+    assert intent["args"]["others"] == {"run-b": 1}

@@ -210,7 +210,7 @@ DEFAULT_CHECKS: tuple[Check, ...] = (
     FnCheck("undo", lambda c: [Failure(c.run, "undo", why, lsn) for lsn, why in
                                log_problems(c.repo, (e.record for e in c.history))]),
     FnCheck("among", lambda c: check_named(c.repo, c.run, (e.record for e in c.history),
-                                           lambda r: _records_of(c, r))),
+                                           lambda r: _records_of(c, r), c.notes)),
     FnCheck("branch", _branch),
     FnCheck("signature", _signature),
     FnCheck("seal", _seal),
