@@ -12,12 +12,14 @@ commits in between shows up in that difference. So:
   finds at the closing;
 * the closing names **theirs**: each path the two trees differ in where
   another run (of this worktree, or unbound) closed a step after its noted
-  LSN that changed the path, and the post tree holds exactly that step's
-  post there. The record carries ``[path, run, LSN of that step's intent]``;
-  :func:`gitwal.history.changes_of` leaves those paths out of the step's
-  effect, so history, undo, `git wal order` and verify all read one answer,
-  from git objects alone. A path the command changed after the other run's
-  step holds neither state and stays the shell step's;
+  LSN that changed the path, or has a file step in flight on it (its open
+  intent is its newest record: written, perhaps, and not yet committed), and
+  the post tree holds exactly that step's post there. The record carries
+  ``[path, run, LSN of that step's intent]``; history.changes_of leaves
+  those paths out of the step's effect, so history, undo, `git wal order`
+  and verify all read one answer, from git objects alone. A path the
+  command changed after the other run's step holds neither state and stays
+  the shell step's;
 * the closing names **claimed**: each path of the step's own effect another
   live run claims (claims.py), ``[path, run, LSN of the claim]``: reported,
   not refused (the command has run by then).
@@ -39,6 +41,7 @@ import pygit2
 from .claims import claims_on, now_s
 from .errors import WalError
 from .history import changes_of, tree_changes
+from .ids import UNKNOWN
 from .log.chain import Chain
 from .log.segments import Failure
 from .log.store import list_runs
@@ -79,11 +82,18 @@ def others_now(repo: pygit2.Repository, me: str) -> dict[str, int]:
     return out
 
 
-def _closed_since(chain: Chain, seen: int) -> list[tuple[Intent, Commit]]:
-    """The steps of one run whose commit came after LSN ``seen``, newest first."""
+def _closed_since(chain: Chain, seen: int) -> list[tuple[Intent, Commit | None]]:
+    """The steps of one run whose commit came after LSN ``seen``, newest first;
+    first of all its open file intent, if its newest record is one (a step
+    that may have written its targets and not yet appended its commit)."""
     head = chain.head()
     commits: list[Commit] = []
     intents: dict[int, Intent] = {}
+    in_flight: list[tuple[Intent, Commit | None]] = []
+    if head is not None:
+        last = chain.head_records(head)[-1]
+        if isinstance(last, Intent) and last.tool != EXEC_TOOL:
+            in_flight.append((last, None))
     while head is not None:
         records = chain.head_records(head)
         for rec in reversed(records):
@@ -95,7 +105,14 @@ def _closed_since(chain: Chain, seen: int) -> list[tuple[Intent, Commit]]:
         if records[0].lsn <= seen and not wanted:
             break
         head = chain.parent(head)
-    return [(intents[c.intent], c) for c in commits if c.intent in intents]
+    return in_flight + [(intents[c.intent], c) for c in commits if c.intent in intents]
+
+
+def _posts(repo: pygit2.Repository, step: Intent, commit: Commit | None) -> dict[str, str]:
+    """path -> state a step left (committed), or means to leave (in flight)."""
+    if commit is not None:
+        return {c.path: c.after for c in changes_of(repo, step, commit)}
+    return {p: s for p, s in zip(step.target, step.post or (), strict=False) if s != UNKNOWN}
 
 
 def theirs(repo: pygit2.Repository, me: str, intent: Intent, post: str) -> Named:
@@ -121,10 +138,10 @@ def theirs(repo: pygit2.Repository, me: str, intent: Intent, post: str) -> Named
         except WalError:
             continue
         for step, commit in steps:  # newest first: the newest matching step names it
-            for c in changes_of(repo, step, commit):
-                if (c.path in changed and c.path not in found
-                        and tree_state(repo, post, c.path) == c.after):
-                    found[c.path] = (str(rid), int(step.lsn))
+            for path, after in _posts(repo, step, commit).items():
+                if (path in changed and path not in found
+                        and tree_state(repo, post, path) == after):
+                    found[path] = (str(rid), int(step.lsn))
     return tuple((p, r, n) for p, (r, n) in sorted(found.items()))
 
 
@@ -194,12 +211,17 @@ def _their_problem(repo: pygit2.Repository, records: Sequence[Record] | None, pa
     if records is None:
         return "that run's log cannot be read"
     step = next((r for r in records if r.lsn == lsn), None)
-    commit = next((r for r in records if isinstance(r, Commit) and r.intent == lsn), None)
-    if not isinstance(step, Intent) or commit is None:
-        return "no committed step there"
-    if commit.lsn <= seen:
-        return f"it committed (LSN {commit.lsn}) before the intent (which noted LSN {seen})"
-    after = {c.path: c.after for c in changes_of(repo, step, commit)}
+    closing = next((r for r in records if isinstance(r, Commit | Abort) and r.intent == lsn),
+                   None)
+    if not isinstance(step, Intent):
+        return "no step there"
+    if closing is not None and closing.lsn <= seen:
+        return f"it closed (LSN {closing.lsn}) before the intent (which noted LSN {seen})"
+    if isinstance(closing, Abort) and step.tool == EXEC_TOOL:
+        return "that shell step was aborted"
+    # A file step still open, or aborted, was in flight when the post tree was
+    # taken: its intent's post is what it wrote.
+    after = _posts(repo, step, closing if isinstance(closing, Commit) else None)
     if path not in after:
         return "that step did not change the path"
     if post is not None and isinstance(repo.get(post), pygit2.Tree) \

@@ -21,6 +21,7 @@ from typing import Any
 from .conftest import GIT_WAL, git, ok, wal
 from .test_agent_payloads import claude_run, claude_tool, run_hook, wal_log
 from .test_json_schema import check
+from .test_many_runs import paused, start_apply
 
 S1 = "33333333-0b7d-4c1e-9a55-2f4d6c8e1b23"
 
@@ -116,6 +117,29 @@ def test_another_runs_commit_while_a_shell_step_runs_is_not_its_effect(
     ok(repo, "undo", "--run", "run-a")
     assert not (repo / "a.txt").exists()
     assert (repo / "b.txt").read_text() == "B\n"
+    assert order_json(repo)["ok"]
+    verified(repo, "run-a", "run-b")
+
+
+def test_another_runs_file_step_in_flight_at_the_closing_is_theirs(
+        repo: Path, tmp_path: Path) -> None:
+    ok(repo, "begin", "--run", "run-a")
+    ok(repo, "begin", "--run", "run-b")
+    started, go = fifos(tmp_path)
+    hold = tmp_path / "hold"
+    os.mkfifo(hold)
+    a = start_exec(repo, "run-a", started, go)
+    _fifo(started, "r", a)
+    # B's step has written b.txt and not yet appended its commit when A closes.
+    b = start_apply(repo, "run-b", "b.txt", b"B\n", "after-apply", hold)
+    with paused(b, hold):
+        _fifo(go, "w", a)
+        _, err = a.communicate(timeout=60)
+        assert a.returncode == 0, err.decode()
+    _, err = b.communicate(timeout=60)
+    assert b.returncode == 0, err.decode()
+    [commit] = record(repo, "run-a", "commit")
+    assert commit["theirs"] == [["b.txt", "run-b", 2]]
     assert order_json(repo)["ok"]
     verified(repo, "run-a", "run-b")
 
@@ -249,13 +273,12 @@ def test_verify_refuses_a_theirs_entry_the_other_log_does_not_bear_out(
     def problems(records: list[Record], other: list[Record] | None) -> list[str]:
         return [f.reason for f in check_named(r, "run-a", records, lambda run: other)]
 
-    # The intent noted B after its step: B's step came before, it is A's to explain.
-    early = [dataclasses.replace(x, args={**x.args, "others": {"run-b": 3}})
-             if isinstance(x, Intent) and x.tool == "exec" else x for x in mine]
-    assert any("before the intent" in p for p in problems(early, theirs))
-    # B's log does not hold that commit, or cannot be read.
-    assert any("no committed step" in p
-               for p in problems(mine, [x for x in theirs if not isinstance(x, Commit)]))
+    # B's log does not hold that step, or it closed before A's intent noted B.
+    assert any("no step there" in p
+               for p in problems(mine, [x for x in theirs if not isinstance(x, Intent)]))
+    late = [dataclasses.replace(x, args={**x.args, "others": {"run-b": 3}})
+            if isinstance(x, Intent) and x.tool == "exec" else x for x in mine]
+    assert any("closed (LSN 3) before the intent" in p for p in problems(late, theirs))
     notes: list[str] = []
     assert check_named(r, "run-a", mine, lambda run: None, notes) == []
     assert notes and "names run run-b, whose log cannot be read here" in notes[0]
