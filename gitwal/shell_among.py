@@ -200,7 +200,8 @@ def check_named(repo: pygit2.Repository, run: str, records: Iterable[Record],
             if recs is None:
                 continue
             claim = next((r for r in recs or () if r.lsn == lsn), None)
-            if not isinstance(claim, Claim) or not any(matches(p, path) for p in claim.paths):
+            if not (isinstance(claim, Claim) and claim.ttl > 0
+                    and any(matches(p, path) for p in claim.paths)):
                 out.append(Failure(run, "among", f"LSN {rec.lsn}: claimed {path}: run "
                                    f"{other} LSN {lsn} is no claim of it", rec.lsn))
     return out
