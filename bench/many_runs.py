@@ -9,11 +9,14 @@ timed with whole processes (docs/agents-together.md).
   explain the whole-process numbers;
 * ``parallel with a check``: the same with a 0.5 s ``--check`` per step (a
   check runs while the step holds its locks);
+* ``shell step``: in process, what a shell step adds among ``--others`` runs
+  (shell_among.py): the other runs' LSNs at its intent, ``theirs`` and
+  ``claimed`` at its closing, each other run having committed a step meanwhile;
 * ``hook``: `git wal hook claude` (in-process) for an Edit's PreToolUse and
   PostToolUse, with ``--others`` other live runs in the repository, each
   holding an open agent intent on a file of its own (the scan's worst case).
 
-Run: ``python -m bench.many_runs [--steps N] [--others R]``; compare two
+Run: ``python -m bench.many_runs [--steps N] [--others R] [--exec-only]``; compare two
 builds by running it with each on PYTHONPATH.
 """
 
@@ -118,14 +121,60 @@ def check_cost(root: Path, others: int, rounds: int = 200) -> Stats:
     return Stats.of(times)
 
 
+def exec_cost(root: Path, others: int, rounds: int = 50) -> tuple[Stats, Stats]:
+    """In process, what a shell step adds (shell_among.py): at its intent, the
+    other runs' newest LSNs; at its closing, ``theirs`` and ``claimed`` with
+    every other run having committed one step on a path of its own while
+    the shell step ran (the worst case: every run has something to read)."""
+    from gitwal import Wal
+    from gitwal.records.model import Intent
+    from gitwal.shell_among import OTHERS_ARG, among, others_now
+
+    repo = init_repo(root / f"exec{others}", {"f.txt": b"x\n"})
+    w = Wal(repo)
+    me = w.begin(run_id="me")
+    runs = [w.begin(run_id=f"other-{k}") for k in range(others)]
+    seen = others_now(w.repo, me.id)
+    pre = me.wt.snapshot(me.id)
+    for k, r in enumerate(runs):
+        r.write_file(f"o{k}.txt", b"o\n")
+    (repo / "mine.txt").write_text("mine\n")
+    post = me.wt.snapshot(me.id)
+    head = me.store.head()
+    assert head is not None
+    intent = Intent(me.id, me.store.head_records(head)[-1].lsn, "exec",
+                    {"argv": ["true"], OTHERS_ARG: seen}, (".",), (pre,), None,
+                    (0o040000,), "unsafe", "k")
+    at_intent, at_close = [], []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        others_now(w.repo, me.id)
+        t1 = time.perf_counter()
+        theirs, _claimed = among(w.repo, me.id, intent, post)
+        t2 = time.perf_counter()
+        assert len(theirs) == others
+        at_intent.append(t1 - t0)
+        at_close.append(t2 - t1)
+    return Stats.of(at_intent), Stats.of(at_close)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--others", type=int, default=20)
+    ap.add_argument("--exec-only", action="store_true",
+                    help="only the in-process cost of a shell step among other runs")
     opts = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         seal_environment(root / "home", root / "pycache")
+        for others in (0, opts.others):
+            i, c = exec_cost(root, others)
+            print(f"shell step, {others} other runs: intent {fmt_time(i.median)} "
+                  f"(p90 {fmt_time(i.p90)}), closing {fmt_time(c.median)} "
+                  f"(p90 {fmt_time(c.p90)})")
+        if opts.exec_only:
+            return
         a = apply_latency(root, opts.steps)
         print(f"apply (1 process at a time): median {fmt_time(a.median)} "
               f"p10 {fmt_time(a.p10)} p90 {fmt_time(a.p90)}")

@@ -102,9 +102,18 @@ def run_claims(repo: pygit2.Repository, run: str, now: int) -> list[Live]:
 def claimed_elsewhere(repo: pygit2.Repository, me: str, paths: Sequence[str],
                       now: int) -> list[tuple[Live, str]]:
     """Other runs' live claims (of this worktree) matching one of ``paths``,
-    each with the first path it matches."""
+    each run with the first path one of its claims matches."""
+    out: dict[str, tuple[Live, str]] = {}
+    for hit in claims_on(repo, me, paths, now):
+        out.setdefault(hit[0].run, hit)
+    return list(out.values())
+
+
+def claims_on(repo: pygit2.Repository, me: str, paths: Sequence[str],
+              now: int) -> list[tuple[Live, str]]:
+    """Every (live claim, path it matches) of other runs of this worktree, by run."""
     d = _marks(repo)
-    if not d.is_dir():
+    if not d.is_dir() or not paths:
         return []  # the common case: no run ever claimed (one stat)
     here = worktree_name(repo)
     out = []
@@ -114,7 +123,7 @@ def claimed_elsewhere(repo: pygit2.Repository, me: str, paths: Sequence[str],
         hits = [(c, p) for c in run_claims(repo, name, now) for p in paths
                 if matches(c.pattern, p)]
         if hits and _same_tree(repo, name, here):
-            out.append(hits[0])
+            out += hits
     return out
 
 
@@ -249,5 +258,5 @@ def _append(run: Run, pats: tuple[str, ...], ttl: int, now: int) -> Claim:
     return rec
 
 
-__all__ = ["DEFAULT_TTL", "Live", "claim", "claimed_elsewhere", "claims_mode", "fold",
-           "keep_off_claims", "matches", "release", "run_claims"]
+__all__ = ["DEFAULT_TTL", "Live", "claim", "claimed_elsewhere", "claims_mode", "claims_on",
+           "fold", "keep_off_claims", "matches", "release", "run_claims"]

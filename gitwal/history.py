@@ -24,7 +24,7 @@ from .records.model import EXEC_TOOL, Abort, Checkpoint, Commit, Intent, Record,
 from .tools import post_modes
 
 __all__ = ["Change", "History", "Restore", "changes_of", "log_problems", "redo_restore",
-           "turns", "undo_restore"]
+           "tree_changes", "turns", "undo_restore"]
 
 RESTORING = ("undo", "redo")
 
@@ -99,25 +99,35 @@ class History:
 
 def changes_of(repo: pygit2.Repository, intent: Intent, commit: Commit) -> tuple[Change, ...]:
     """The paths a committed step changed (a shell step: every path its pre and
-    post trees differ in), each with its state and mode before and its state after."""
+    post trees differ in, except those its commit names in ``theirs``: other
+    runs' steps that committed them while it ran, docs/agents-together.md),
+    each with its state and mode before and its state after."""
     if intent.tool == EXEC_TOOL:
-        old, new = repo.get(intent.pre[0]), repo.get(commit.post[0])
-        if not isinstance(old, pygit2.Tree) or not isinstance(new, pygit2.Tree):
-            return ()
-        out = []
-        for delta in old.diff_to_tree(new).deltas:
-            gone = delta.old_file.id == _ZERO
-            made = delta.new_file.id == _ZERO
-            out.append(Change(delta.new_file.path if not made else delta.old_file.path,
-                              ABSENT if gone else str(delta.old_file.id),
-                              0 if gone else delta.old_file.mode,
-                              ABSENT if made else str(delta.new_file.id)))
-        return tuple(out)
+        theirs = {t[0] for t in commit.theirs}
+        return tuple(c for c in tree_changes(repo, intent.pre[0], commit.post[0])
+                     if c.path not in theirs)
     after_modes = post_modes(intent.tool, intent.mode, intent.args)
     return tuple(Change(p, pre, mode, post) for p, pre, mode, post, after_mode
                  in zip(intent.target, intent.pre, intent.mode, commit.post, after_modes,
                         strict=False)
                  if pre != post or (post != ABSENT and mode != after_mode))
+
+
+def tree_changes(repo: pygit2.Repository, old_id: str, new_id: str) -> tuple[Change, ...]:
+    """Every path whose state or mode differs between two trees (none when
+    either is not a tree in the object database)."""
+    old, new = repo.get(old_id), repo.get(new_id)
+    if not isinstance(old, pygit2.Tree) or not isinstance(new, pygit2.Tree):
+        return ()
+    out = []
+    for delta in old.diff_to_tree(new).deltas:
+        gone = delta.old_file.id == _ZERO
+        made = delta.new_file.id == _ZERO
+        out.append(Change(delta.new_file.path if not made else delta.old_file.path,
+                          ABSENT if gone else str(delta.old_file.id),
+                          0 if gone else delta.old_file.mode,
+                          ABSENT if made else str(delta.new_file.id)))
+    return tuple(out)
 
 
 _ZERO = pygit2.Oid(hex="0" * 40)

@@ -45,6 +45,8 @@ class Step:
     tool: str
     changes: tuple[Change, ...]
     at: int = 0  # Unix seconds of the append that committed it: a preference only
+    # a shell step's paths another live run claimed: (path, run, claim LSN)
+    claimed: tuple[tuple[str, str, int], ...] = ()
 
     @property
     def key(self) -> tuple[str, int]:
@@ -78,7 +80,9 @@ class Order:
                     {"run": s.run, "lsn": s.lsn, "tool": s.tool,
                      "paths": sorted({c.path for c in s.changes})} for s in self.steps],
                 "conflicts": [c.to_dict() for c in self.conflicts],
-                "replay_differs": list(self.differ)}
+                "replay_differs": list(self.differ),
+                "claimed": [{"run": s.run, "lsn": s.lsn, "path": p, "claimed_by": r,
+                             "claim_lsn": n} for s in self.steps for p, r, n in s.claimed]}
 
 
 def steps_of(repo: pygit2.Repository, run: str,
@@ -98,7 +102,8 @@ def steps_of(repo: pygit2.Repository, run: str,
         elif isinstance(rec, Abort):
             opened.pop(rec.intent, None)
         elif isinstance(rec, Commit) and (intent := opened.pop(rec.intent, None)):
-            out.append(Step(run, intent.lsn, intent.tool, changes_of(repo, intent, rec), at))
+            out.append(Step(run, intent.lsn, intent.tool, changes_of(repo, intent, rec), at,
+                            rec.claimed))
     return out
 
 

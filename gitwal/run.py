@@ -45,6 +45,7 @@ from .records.model import (
     Intent,
     Record,
 )
+from .shell_among import OTHERS_ARG, among, others_now
 from .steps_api import StepResult as StepResult  # re-exported: callers import it from here
 from .steps_api import ToolSteps
 from .worktree.overwrite import bring_back_tree, describe, left_note, restore_plan, restore_tree
@@ -280,9 +281,14 @@ class Run(ToolSteps):
         timeout = command_timeout(self.wt, timeout)  # a bad setting fails before the intent
         with self.store.locked():
             head, lsn = self._next()
+            # Read before the snapshot: what other runs commit from here on is
+            # either in the pre tree or found at the closing (shell_among.py).
+            others = others_now(self.store.repo, self.id)
             pre_tree = self.wt.snapshot(self.id, watched)
             crash_point("after-snapshot")
             args: dict[str, Any] = {"argv": list(argv)}
+            if others:
+                args[OTHERS_ARG] = others
             if watched:
                 args["watch"] = watched
             if confirm is not None:
@@ -335,15 +341,18 @@ class Run(ToolSteps):
                 problem, output = result.failure, result.output
         crash_point("after-verify")
         pre_tree = TreeId(intent.pre[0])
+        theirs, claimed = among(self.store.repo, self.id, intent, post_tree)
         if problem:
-            changed = self.wt.changed_paths(pre_tree, post_tree)
+            # Other runs' committed paths are theirs: never put back.
+            skip = {t[0] for t in theirs}
+            changed = [p for p in self.wt.changed_paths(pre_tree, post_tree) if p not in skip]
             # The abort is durable before anything is put back: its append
             # keeps the post snapshot, so every byte the restore overwrites
             # (the command's, or a person's made meanwhile) can be brought back.
             plan, moved = restore_plan(self.wt, post_tree, changed)
             self._close(head, Abort(
                 self.id, closing, intent.lsn, problem, tuple(plan), output,
-                saved=((".", post_tree),) if plan else (),
+                saved=((".", post_tree),) if plan else (), theirs=theirs, claimed=claimed,
             ), [Ref(post_tree, is_tree=True)])
             undo = restore_tree(self.wt, pre_tree, post_tree, plan, f"r{intent.lsn}")
             back = ""
@@ -357,6 +366,7 @@ class Run(ToolSteps):
                 "fix the cause and run the step again",
             )
         verified = "exit 0" + (f" && check ok: {intent.check}" if intent.check else "")
-        self._close(head, Commit(self.id, closing, intent.lsn, (post_tree,), verified),
+        self._close(head, Commit(self.id, closing, intent.lsn, (post_tree,), verified,
+                                 theirs=theirs, claimed=claimed),
                     [Ref(post_tree, is_tree=True)])
         return StepResult(intent.lsn, "exec", intent.target, "committed", (post_tree,))

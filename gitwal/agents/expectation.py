@@ -24,6 +24,7 @@ from ..ledger import EXPLAINED, Ledger, LedgerCache
 from ..log.store import Ref
 from ..records.model import Abort, Commit, Intent, Record, Unlogged
 from ..run import Run
+from ..shell_among import among
 from ..worktree.snapshot import tree_state
 from ..worktree.tree import MODE_GITLINK, MODE_TREE, blob_id
 
@@ -168,9 +169,11 @@ class Expectation:
             changed = self.wt.changed_paths(TreeId(intent.pre[0]), snap)
             if not changed:
                 return [Staged(Abort(self.run_id, lsn, intent.lsn, f"not applied: {why}"))]
+            theirs, claimed = among(self.repo, self.run_id, intent, snap)
             abort = Staged(Abort(self.run_id, lsn, intent.lsn,
                                  f"{why}; {len(changed)} path(s) changed since its pre tree, "
-                                 "recorded as unlogged (not verified)"),
+                                 "recorded as unlogged (not verified)", theirs=theirs,
+                                 claimed=claimed),
                            (Ref(snap, is_tree=True),))
             return [abort, *self.notice([*records, abort.record],
                                         f"settling LSN {intent.lsn}: {why}", snapshot=snap)]

@@ -52,6 +52,7 @@ from ..records.model import (
     unpredicted,
 )
 from ..run import Run
+from ..shell_among import OTHERS_ARG, among, others_now
 from ..worktree.snapshot import CHECK
 from ..worktree.tree import MODE_TREE
 from . import approvals
@@ -290,10 +291,15 @@ class External:
             already = self._open_for(state.records, call)
             if already is not None:
                 return Outcome((), already)
+            # Read before the snapshot: what other runs commit from here on is
+            # either in the pre tree or found at the closing (shell_among.py).
+            others = others_now(self.repo, self.run.id)
             snap = self.wt.snapshot(self.run.id)
             self._notice(state, call.who(event), snapshot=snap)
             lsn = state.next_lsn
             args: dict[str, Any] = {"argv": list(argv), AGENT_ARG: call.tag()}
+            if others:
+                args[OTHERS_ARG] = others
             if cwd is not None:
                 args["cwd"] = cwd
             if irreversible:
@@ -341,8 +347,10 @@ class External:
                 self._close_failed(state, call, event, intent, error)
             elif intent.tool == "exec":
                 snap = self.wt.snapshot(self.run.id)
+                theirs, claimed = among(self.repo, self.run.id, intent, snap)
                 state.add(Commit(self.run.id, state.next_lsn, intent.lsn, (snap,),
-                                 f"{outcome} ({call.who(event)})"),
+                                 f"{outcome} ({call.who(event)})", theirs=theirs,
+                                 claimed=claimed),
                           [Ref(snap, is_tree=True)])
             else:
                 self._close_file(state, call, event, intent)
@@ -374,10 +382,14 @@ class External:
         reason = f"{call.who(event)}: {error.strip()[-300:] or 'the tool failed'}"
         if intent.tool == "exec":
             snap = self.wt.snapshot(self.run.id)
-            changed = self.wt.changed_paths(TreeId(intent.pre[0]), snap)
+            theirs, claimed = among(self.repo, self.run.id, intent, snap)
+            skip = {t[0] for t in theirs}
+            changed = [p for p in self.wt.changed_paths(TreeId(intent.pre[0]), snap)
+                       if p not in skip]
             state.add(Abort(self.run.id, state.next_lsn, intent.lsn,
                             reason + (f"; {len(changed)} path(s) changed, left as found "
-                                      "and recorded as unlogged" if changed else "")),
+                                      "and recorded as unlogged" if changed else ""),
+                            theirs=theirs, claimed=claimed),
                       [Ref(snap, is_tree=True)])
             if changed:
                 self._notice(state, f"{call.who(event)} (changes of the failed call)",

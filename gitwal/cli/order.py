@@ -47,6 +47,10 @@ def order_(since: str | None, no_replay: bool, as_json: bool) -> None:
             click.echo(f"{safe(step.run)} {step.lsn:>6}  {step.tool:<12} {shown}")
         for c in found.conflicts:
             click.echo(f"conflict ({c.kind}): {safe(c.detail)}", err=True)
+        for step in found.steps:
+            for path, other, n in step.claimed:
+                click.echo(f"claimed: run {safe(step.run)} LSN {step.lsn} changed "
+                           f"{safe(path)}, claimed by run {safe(other)} (LSN {n})", err=True)
         for p in found.differ:
             click.echo(f"replay differs: {safe(p)} is not what the order leaves there",
                        err=True)

@@ -86,7 +86,9 @@ def changes(repo: pygit2.Repository, intent: Intent, closing: Commit | Abort | N
     if intent.tool == EXEC_TOOL:
         if not isinstance(closing, Commit) or not closing.post:
             return []  # no post tree: the step was not committed
-        return _tree_changes(repo, intent.pre[0], closing.post[0])
+        theirs = {t[0] for t in closing.theirs}  # other runs' work (shell_among.py)
+        return [c for c in _tree_changes(repo, intent.pre[0], closing.post[0])
+                if c.path not in theirs]
     posts = (closing.post if isinstance(closing, Commit)
              else intent.post if intent.post is not None else ())
     out = []

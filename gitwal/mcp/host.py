@@ -334,7 +334,10 @@ def _step_reply(run: Run, result: StepResult, begun_task: str | None) -> Reply:
     targets = " -> ".join(result.target)
     text = f"LSN {result.lsn} {result.tool} {targets}: {result.status} (verified: {verified})"
     if intent is not None and result.tool == "exec":
-        changed = run.wt.changed_paths(TreeId(intent.pre[0]), TreeId(result.post[0]))
+        theirs = {t[0] for t in close.theirs} if isinstance(close, Commit) else set()
+        changed = [p for p in run.wt.changed_paths(TreeId(intent.pre[0]),
+                                                   TreeId(result.post[0]))
+                   if p not in theirs]  # other runs' work is not this step's
         data["changed"] = list(changed)
         text += f"; changed: {', '.join(changed) if changed else 'nothing'}"
     elif intent is not None:

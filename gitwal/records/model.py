@@ -69,6 +69,12 @@ class Commit:
     # A person's decision (`git wal resolve`): who ("Name <email>") and why.
     decided_by: str = ""
     note: str = ""
+    # exec only: (path, run, LSN) of each path its trees differ in that another
+    # run's step (LSN: its intent) committed while it ran, so not its effect
+    # (shell_among.py); and (path, run, LSN of the claim) of each path it
+    # changed that another live run claimed. Encoded only when not empty.
+    theirs: tuple[tuple[str, str, int], ...] = ()
+    claimed: tuple[tuple[str, str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +93,8 @@ class Abort:
     saved: tuple[tuple[str, str], ...] = ()
     decided_by: str = ""  # a person's decision (`git wal resolve`): who, and why
     note: str = ""
+    theirs: tuple[tuple[str, str, int], ...] = ()  # as in Commit: never restored
+    claimed: tuple[tuple[str, str, int], ...] = ()  # as in Commit
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..ids import ABSENT, UNKNOWN, Lsn, RunId, is_object_id
+from ..ids import ABSENT, UNKNOWN, Lsn, RunId, is_object_id, valid_run_id
 from .model import (
     EXEC_TOOL,
     REPLAY_SAFE,
@@ -99,6 +99,8 @@ def _check_intent(tool: str, args: dict[str, Any], target: tuple[str, ...],
             raise ValueError("an exec intent's args.confirm must be a non-empty command")
         if "irreversible" in args and args["irreversible"] is not True:
             raise ValueError("an exec intent's args.irreversible, when present, is true")
+        if "others" in args:
+            _check_others(args["others"])
         return
     _paths("target", list(target), non_empty=True, distinct=True)
     if tool == MULTI_FILE_TOOL:
@@ -200,7 +202,7 @@ def build(cls: type[Record], body: dict[str, Any]) -> Record:
             raise ValueError("recovered must be a boolean")
         return Commit(
             run, lsn, Lsn(req("intent", int)), ids("post"), req("verified", str), recovered,
-            *_decision(body),
+            *_decision(body), *_among(body, run),
         )
     if cls is Checkpoint:
         git, tree, plan_blob = req("git", str), req("tree", str), req("plan", str)
@@ -257,6 +259,7 @@ def build(cls: type[Record], body: dict[str, Any]) -> Record:
     return Abort(
         run, lsn, Lsn(req("intent", int)), req("reason", str), tuple(restored),
         req("output", str), tuple((p, o) for p, o in saved), *_decision(body),
+        *_among(body, run),
     )
 
 
@@ -272,6 +275,36 @@ def _decision(body: dict[str, Any]) -> tuple[str, str]:
     if out[1] and not out[0]:
         raise ValueError("note is only written with decided_by")
     return out[0], out[1]
+
+
+Named = tuple[tuple[str, str, int], ...]
+
+
+def _among(body: dict[str, Any], run: str) -> tuple[Named, Named]:
+    """``theirs`` and ``claimed`` of a closing record (a shell step among other
+    runs): absent, or non-empty lists of ``[path, run, LSN]``, each path named
+    once, each run another run's id."""
+    out: list[Named] = []
+    for name in ("theirs", "claimed"):
+        value = body.get(name, [])
+        if name in body and not value:
+            raise ValueError(f"{name}, when present, must not be empty (canonical form)")
+        if not isinstance(value, list) or not all(
+                isinstance(v, list) and len(v) == 3 and type(v[0]) is str
+                and type(v[1]) is str and valid_run_id(v[1]) and v[1] != run
+                and type(v[2]) is int and v[2] >= 1 for v in value):
+            raise ValueError(f"{name} must be [path, another run's id, LSN] triples")
+        _paths(name, [v[0] for v in value], distinct=name == "theirs")
+        out.append(tuple((v[0], v[1], v[2]) for v in value))
+    return out[0], out[1]
+
+
+def _check_others(others: Any) -> None:
+    """An exec intent's ``args.others``: other runs' newest LSNs when it was logged."""
+    if not isinstance(others, dict) or not all(
+            isinstance(r, str) and valid_run_id(r) and type(n) is int and n >= 1
+            for r, n in others.items()):
+        raise ValueError("an exec intent's args.others must map run ids to LSNs")
 
 
 def _check_restoring(tool: str, args: dict[str, Any], n: int) -> None:

@@ -12,6 +12,7 @@ from ..ids import TreeId
 from ..log.store import Ref
 from ..records.model import REPLAY_SAFE, Abort, Commit, Intent, agent_tag
 from ..report import APPLIED, AWAITING_APPROVAL, IN_DOUBT, NOT_APPLIED, Outcome
+from ..shell_among import Named, among
 from ..worktree.overwrite import bring_back_tree, describe, found, restore_plan, restore_tree
 from ..worktree.snapshot import tree_state, watched_paths
 from .host import DecisionHost
@@ -66,15 +67,20 @@ class ExecDecisions(DecisionHost):
                 and not self.store.command_started(intent.lsn)):
             return self._waiting(intent, pre_tree, dry_run)
         now = self.wt.snapshot(self.store.run, watched_paths(intent))
-        if now != pre_tree:
-            return self._exec_changed(intent, pre_tree, now, dry_run)
+        # Paths other runs' steps committed while it ran are theirs: neither
+        # this step's change nor restored (shell_among.py).
+        among_ = among(self.store.repo, self.store.run, intent, now)
+        skip = {t[0] for t in among_[0]}
+        mine = [p for p in self.wt.changed_paths(pre_tree, now) if p not in skip]
+        if mine:
+            return self._exec_changed(intent, pre_tree, now, dry_run, mine, among_)
         # Nothing visible changed. Only a command that never started is "not
         # applied" as a fact: one that ran may have changed what a snapshot
         # does not see (ignored files, submodules, skip-worktree paths).
         started = agent_tag(intent) is not None or self.store.command_started(intent.lsn)
         probe = None if dry_run or not started else self._probe(intent)
         if probe is not None and probe.code == 0:
-            return self._confirmed(intent, pre_tree, "no change the snapshot can see")
+            return self._confirmed(intent, now, "no change the snapshot can see", among_)
         if probe is not None and probe.code == 1:
             started = False  # its probe says it did not happen: decided as never started
         if not started:
@@ -85,7 +91,8 @@ class ExecDecisions(DecisionHost):
             if self.redo and intent.replay == REPLAY_SAFE:
                 return self._redo_exec(intent, pre_tree, NOT_APPLIED)
             self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
-                               f"recovery: not applied ({why}); not redone", ()))
+                               f"recovery: not applied ({why}); not redone", (),
+                               theirs=among_[0], claimed=among_[1]))
             return self._outcome(intent, NOT_APPLIED, "aborted",
                                  f"not applied ({why}); redo it")
         detail = ("in doubt: no change the snapshot can see, but its command may have run "
@@ -98,21 +105,23 @@ class ExecDecisions(DecisionHost):
             return self._redo_exec(intent, pre_tree, IN_DOUBT)  # declared safe to run twice
         if self.restore:
             self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
-                               f"recovery: {detail}; given up by request (--restore)", ()))
+                               f"recovery: {detail}; given up by request (--restore)", (),
+                               theirs=among_[0], claimed=among_[1]))
             return self._outcome(intent, IN_DOUBT, "aborted",
                                  detail + "; nothing visible to restore, closed (--restore)")
         return self._outcome(intent, IN_DOUBT, "left-open", detail, (), True)
 
     def _exec_changed(self, intent: Intent, pre_tree: TreeId, now: TreeId,
-                      dry_run: bool) -> Outcome:
-        changed = tuple(self.wt.changed_paths(pre_tree, now))
+                      dry_run: bool, mine: list[str], among_: tuple[Named, Named]
+                      ) -> Outcome:
+        changed = tuple(mine)
         detail = f"command may have run: {len(changed)} path(s) differ from the pre tree"
         if dry_run:
             return self._outcome(intent, IN_DOUBT, "none", detail + self._running(intent),
                                  changed, True)
         probe = self._probe(intent)
         if probe is not None and probe.code == 0:
-            return self._confirmed(intent, now, detail)
+            return self._confirmed(intent, now, detail, among_)
         denied = probe is not None and probe.code == 1  # it did not happen: put back
         detail += _probe_note(probe)
         if not self.restore and not denied:
@@ -127,7 +136,8 @@ class ExecDecisions(DecisionHost):
         why = ("not applied per its confirm probe (exit 1); restored the pre tree" if denied
                else "in doubt; restored the pre tree by request")
         self._append(Abort(self.store.run, self.next_lsn, intent.lsn, f"recovery: {why}",
-                           tuple(plan), saved=((".", now),) if plan else ()),
+                           tuple(plan), saved=((".", now),) if plan else (),
+                           theirs=among_[0], claimed=among_[1]),
                      [Ref(now, is_tree=True)])
         undo = restore_tree(self.wt, pre_tree, now, plan, f"r{intent.lsn}")
         detail += f"; restored {len(undo.restored)} path(s) to the pre tree"
@@ -171,11 +181,13 @@ class ExecDecisions(DecisionHost):
             return None
         return run_check(probe, self.wt, intent, role="confirm")
 
-    def _confirmed(self, intent: Intent, now: TreeId, detail: str) -> Outcome:
+    def _confirmed(self, intent: Intent, now: TreeId, detail: str,
+                   among_: tuple[Named, Named]) -> Outcome:
         """The probe says the step happened: committed with the tree as found."""
         probe = intent.args["confirm"]
         self._append(Commit(self.store.run, self.next_lsn, intent.lsn, (now,),
-                            f"confirmed: {probe} exited 0 (recovery)", True),
+                            f"confirmed: {probe} exited 0 (recovery)", True,
+                            theirs=among_[0], claimed=among_[1]),
                      [Ref(now, is_tree=True)])
         return self._outcome(intent, APPLIED, "committed",
                              f"{detail}; its confirm probe exited 0: it happened, committed "
@@ -192,16 +204,20 @@ class ExecDecisions(DecisionHost):
                 result = run_check(intent.check, self.wt, intent, hold)
                 ok, output = result.ok, result.output
                 failure = result.failure
+        theirs, claimed = among(self.store.repo, self.store.run, intent, post)
         if ok:
             self._append(Commit(self.store.run, self.next_lsn, intent.lsn, (post,),
-                                "exit 0 (redone by recovery)", True),
+                                "exit 0 (redone by recovery)", True, theirs=theirs,
+                                claimed=claimed),
                          [Ref(post, is_tree=True)])
             return self._outcome(intent, outcome, "redone", f"{note or outcome}; redone")
-        changed = self.wt.changed_paths(pre_tree, post)
+        changed = [p for p in self.wt.changed_paths(pre_tree, post)
+                   if p not in {t[0] for t in theirs}]
         plan, _moved = restore_plan(self.wt, post, changed)
         self._append(Abort(self.store.run, self.next_lsn, intent.lsn,
                            f"recovery: redo failed ({failure})", tuple(plan), output,
-                           saved=((".", post),) if plan else ()),
+                           saved=((".", post),) if plan else (), theirs=theirs,
+                           claimed=claimed),
                      [Ref(post, is_tree=True)])
         undo = restore_tree(self.wt, pre_tree, post, plan, f"r{intent.lsn}")
         return self._outcome(intent, outcome, "aborted",

@@ -9,6 +9,8 @@ in turn yields failures over the loaded run:
 * ``intent``: file tools replay from their pre-images to their post ids;
 * ``objects``: every named object is present and kept alive by the chain;
 * ``checkpoint``: checkpoint fields and trees follow from the log;
+* ``among``: what a shell step's closing names as other runs' steps
+  (``theirs``) or claims (``claimed``) is in those runs' logs (shell_among.py);
 * ``branch``: the branch's diff from the base is explained by the log;
 * ``signature``: append signatures verify and come from trusted keys
   (signing/appends.py; with an allowed-signers file or ``require_signed``);
@@ -38,7 +40,8 @@ from ..log.runs import all_runs
 from ..log.segments import Entry, Failure, Segment, merge_segments, read_segment
 from ..log.store import Store
 from ..records.codec import decode
-from ..records.model import Checkpoint, Intent, Plan
+from ..records.model import Checkpoint, Intent, Plan, Record
+from ..shell_among import check_named
 from ..signing.allowed_signers import AllowedSigner, load_allowed
 from ..signing.appends import signature_failures
 from .branch import branch_failures, logged_states, resolve
@@ -153,6 +156,15 @@ class FnCheck:
         return self.fn(ctx)
 
 
+def _records_of(ctx: RunContext, run: str) -> list[Record] | None:
+    """Another run's records, for the ``among`` check (None: unreadable)."""
+    try:
+        loaded = ctx.session.load(run)
+    except WalError:
+        return None
+    return [e.record for e in loaded.history] if loaded.plan is not None else None
+
+
 def _closing(ctx: RunContext) -> Iterable[Failure]:
     """The closing rules, plus notes on what the shape of the log leaves unchecked."""
     if ctx.history:
@@ -219,6 +231,8 @@ DEFAULT_CHECKS: tuple[Check, ...] = (
     FnCheck("checkpoint", lambda c: checkpoint_failures(c.repo, c.run, c.history, c.plan)),
     FnCheck("undo", lambda c: [Failure(c.run, "undo", why, lsn) for lsn, why in
                                log_problems(c.repo, (e.record for e in c.history))]),
+    FnCheck("among", lambda c: check_named(c.repo, c.run, (e.record for e in c.history),
+                                           lambda r: _records_of(c, r), c.notes)),
     FnCheck("branch", _branch),
     FnCheck("order", _order),
     FnCheck("signature", _signature),
