@@ -45,11 +45,12 @@ from .ids import UNKNOWN
 from .log.chain import Chain
 from .log.segments import Failure
 from .log.store import list_runs
-from .records.model import EXEC_TOOL, Abort, Claim, Commit, Intent, Record, Seal
+from .records.model import EXEC_TOOL, Abort, Claim, Commit, Intent, Record, Seal, Unlogged
 from .repository import worktree_name
 from .worktree.snapshot import tree_state
 
-__all__ = ["Named", "OTHERS_ARG", "among", "check_named", "others_now", "theirs"]
+__all__ = ["Named", "OTHERS_ARG", "among", "check_named", "left_by_others", "others_now",
+           "theirs"]
 
 OTHERS_ARG = "others"  # the exec intent's args key: {run: newest LSN at the intent}
 Named = tuple[tuple[str, str, int], ...]  # (path, run, LSN)
@@ -145,6 +146,61 @@ def theirs(repo: pygit2.Repository, me: str, intent: Intent, post: str) -> Named
     return tuple((p, r, n) for p, (r, n) in sorted(found.items()))
 
 
+WALK_LIMIT = 1000  # appends read back per other run to attribute an unlogged change
+
+
+def left_by_others(repo: pygit2.Repository, me: str, found: dict[str, str]) -> Named:
+    """Which of the changes ``found`` (path -> state, noticed as not this run's)
+    another run of this worktree left: its newest step whose post there is that
+    state (or its file step in flight, writing it). Each other run is read
+    newest first, until every path is named or ``WALK_LIMIT`` appends back."""
+    named: dict[str, tuple[str, int]] = {}
+    here = worktree_name(repo)
+    for rid in list_runs(repo):
+        if rid == me or len(named) == len(found):
+            continue
+        chain = Chain(repo, rid)
+        try:
+            head = chain.head()
+            if head is None or not _here(chain, head, here):
+                continue
+            _name_from(repo, chain, head, found, named)
+        except WalError:
+            continue  # a damaged log is reported by its own commands; it explains nothing
+    return tuple((p, r, n) for p, (r, n) in sorted(named.items()))
+
+
+def _name_from(repo: pygit2.Repository, chain: Chain, head: Any, found: dict[str, str],
+               named: dict[str, tuple[str, int]]) -> None:
+    mine: dict[str, tuple[int, int]] = {}  # path -> (closing LSN, step LSN), the newest
+    pending: list[Commit] = []
+    intents: dict[int, Intent] = {}
+
+    def match(step: Intent, commit: Commit | None) -> None:
+        closed = commit.lsn if commit is not None else 1 << 62  # in flight: newest of all
+        for path, after in _posts(repo, step, commit).items():
+            if (found.get(path) == after and path not in named
+                    and closed > mine.get(path, (0, 0))[0]):
+                mine[path] = (closed, int(step.lsn))
+
+    last = chain.head_records(head)[-1]
+    if isinstance(last, Intent) and last.tool != EXEC_TOOL:
+        match(last, None)
+    for n, (_commit, records) in enumerate(chain.appends(head)):
+        for rec in reversed(records):
+            if isinstance(rec, Commit):
+                pending.append(rec)
+            elif isinstance(rec, Intent):
+                intents[rec.lsn] = rec
+        for c in [c for c in pending if c.intent in intents]:
+            pending.remove(c)
+            match(intents[c.intent], c)
+        if len(named) + len(mine) == len(found) or n + 1 >= WALK_LIMIT:
+            break
+    for path, (_closed, lsn) in mine.items():
+        named.setdefault(path, (str(chain.run), lsn))
+
+
 def among(repo: pygit2.Repository, me: str, intent: Intent, post: str,
           now: int | None = None) -> tuple[Named, Named]:
     """``theirs`` and ``claimed`` for the closing of exec ``intent`` with the
@@ -173,6 +229,9 @@ def check_named(repo: pygit2.Repository, run: str, records: Iterable[Record],
     for rec in records:
         if isinstance(rec, Intent):
             opened[rec.lsn] = rec
+            continue
+        if isinstance(rec, Unlogged) and rec.theirs:
+            out += _unlogged_theirs(repo, run, rec, load, notes)
             continue
         if not isinstance(rec, Commit | Abort) or not (rec.theirs or rec.claimed):
             continue
@@ -204,6 +263,31 @@ def check_named(repo: pygit2.Repository, run: str, records: Iterable[Record],
                     and any(matches(p, path) for p in claim.paths)):
                 out.append(Failure(run, "among", f"LSN {rec.lsn}: claimed {path}: run "
                                    f"{other} LSN {lsn} is no claim of it", rec.lsn))
+    return out
+
+
+def _unlogged_theirs(repo: pygit2.Repository, run: str, rec: Unlogged,
+                     load: Callable[[str], Sequence[Record] | None],
+                     notes: list[str] | None) -> list[Failure]:
+    """Each ``theirs`` entry of an unlogged record names a step of that run whose
+    post (committed, or intended while in flight) is the state found."""
+    out: list[Failure] = []
+    observed = dict(zip(rec.paths, rec.observed, strict=True))
+    for path, other, lsn in rec.theirs:
+        records = load(other)
+        if records is None:
+            if notes is not None:
+                notes.append(f"LSN {rec.lsn}: {path} names run {other}, whose log cannot "
+                             "be read here: not checked")
+            continue
+        step = next((r for r in records if r.lsn == lsn), None)
+        closing = next((r for r in records if isinstance(r, Commit) and r.intent == lsn),
+                       None)
+        after = _posts(repo, step, closing) if isinstance(step, Intent) else {}
+        if after.get(path) != observed[path]:
+            out.append(Failure(run, "among", f"LSN {rec.lsn}: unlogged {path} names run "
+                               f"{other} LSN {lsn}, which did not leave it as found",
+                               rec.lsn))
     return out
 
 

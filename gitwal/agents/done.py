@@ -243,11 +243,12 @@ def _untold(records: Sequence[Record], state: State) -> list[Unlogged]:
     settled = tuple(f"settling LSN {n}:" for n in state.told_open)
     return [r for r in records if isinstance(r, Unlogged) and r.lsn > state.told
             and not r.noticed.startswith("SessionStart")
-            and not (settled and r.noticed.startswith(settled))]
+            and not (settled and r.noticed.startswith(settled))
+            and len(r.theirs) < len(r.paths)]  # other runs' logged steps are not unlogged
 
 
 def _unlogged_reason(run: Run, found: Sequence[Unlogged]) -> str:
-    paths = sorted({p for r in found for p in r.paths})
+    paths = sorted({p for r in found for p in r.paths} - {t[0] for r in found for t in r.theirs})
     lsns = ", ".join(str(r.lsn) for r in found)
     args = " ".join(shlex.quote(safe(p)) for p in paths[:SHOWN])
     return (f"gitwal: the turn cannot end yet: {len(paths)} path(s) changed with no logged "

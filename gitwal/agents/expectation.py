@@ -24,7 +24,7 @@ from ..ledger import EXPLAINED, Ledger, LedgerCache
 from ..log.store import Ref
 from ..records.model import Abort, Commit, Intent, Record, Unlogged
 from ..run import Run
-from ..shell_among import among
+from ..shell_among import among, left_by_others
 from ..worktree.snapshot import tree_state
 from ..worktree.tree import MODE_GITLINK, MODE_TREE, blob_id
 
@@ -118,9 +118,13 @@ class Expectation:
             return []
         paths_ = sorted(found)
         _refuse_undecodable(paths_)
+        # Another run's logged step is not an unlogged edit: named, so readers
+        # (the Stop rule, `git wal log`, verify) tell the two apart.
+        theirs = left_by_others(self.repo, self.run_id, {p: found[p][1] for p in paths_})
         return [Staged(Unlogged(
             self.run_id, _next_lsn(records), tuple(paths_),
             tuple(found[p][0] for p in paths_), tuple(found[p][1] for p in paths_), noticed,
+            theirs,
         ), tuple(r for p in paths_ for r in found[p][2]))]
 
     def _not_secret(self, paths: list[str], base: TreeId,

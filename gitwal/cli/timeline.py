@@ -234,9 +234,13 @@ class Timeline:
             text = f"{rec.git[:12]} on {cut(rec.ref, 60)} covers {rec.covers}"
             return self._head(rec.lsn, "checkpoint", "cyan") + text
         if isinstance(rec, Unlogged):
-            text = (f"changed without an intent: {cut(' '.join(rec.paths), WHAT_WIDTH)} "
-                    f"({cut(rec.noticed, 60)})")
-            return self._head(rec.lsn, "unlogged", "magenta") + text
+            theirs = {t[0]: t for t in rec.theirs}
+            own = [p for p in rec.paths if p not in theirs]
+            by = "; ".join(f"{p} by run {r} LSN {n}" for p, r, n in rec.theirs)
+            text = (f"changed without an intent: {cut(' '.join(own), WHAT_WIDTH)} "
+                    if own else "") + (f"changed by other runs: {cut(by, WHAT_WIDTH)} "
+                                       if by else "") + f"({cut(rec.noticed, 60)})"
+            return self._head(rec.lsn, "unlogged" if own else "seen", "magenta") + text
         if isinstance(rec, Seal):
             text = f"sealed after LSN {rec.last} (tree {rec.tree[:12]})"
             return self._head(rec.lsn, "seal", "cyan") + text

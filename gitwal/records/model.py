@@ -130,6 +130,10 @@ class Unlogged:
     expected: tuple[str, ...]  # per path: what the log expected (object id or ABSENT)
     observed: tuple[str, ...]  # per path: what was found (kept alive by the append)
     noticed: str  # who noticed, e.g. "claude-code PreToolUse Edit"
+    # Paths among ``paths`` whose found state another run's step left (or, in
+    # flight, is writing): (path, run, LSN of that step's intent). Logged
+    # there, not here: not someone's unlogged edit (shell_among.py).
+    theirs: tuple[tuple[str, str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

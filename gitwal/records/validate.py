@@ -222,7 +222,12 @@ def build(cls: type[Record], body: dict[str, Any]) -> Record:
         expected, observed = ids("expected"), ids("observed")
         if len(expected) != len(paths) or len(observed) != len(paths):
             raise ValueError("expected and observed must have one entry per path")
-        return Unlogged(run, lsn, tuple(paths), expected, observed, req("noticed", str))
+        theirs, claimed = _among(body, run)
+        if claimed or not {t[0] for t in theirs} <= set(paths):
+            raise ValueError("an unlogged record's theirs names some of its paths (and "
+                             "it has no claimed)")
+        return Unlogged(run, lsn, tuple(paths), expected, observed, req("noticed", str),
+                        theirs)
     if cls is Approval:
         intent, who = req("intent", int), req("approved_by", str)
         if not 1 <= intent < lsn:
