@@ -43,10 +43,9 @@ from .errors import WalError
 from .history import changes_of, tree_changes
 from .ids import UNKNOWN
 from .log.chain import Chain
+from .log.others import runs_here
 from .log.segments import Failure
-from .log.store import list_runs
 from .records.model import EXEC_TOOL, Abort, Claim, Commit, Intent, Record, Seal, Unlogged
-from .repository import worktree_name
 from .worktree.snapshot import tree_state
 
 __all__ = ["Named", "OTHERS_ARG", "among", "check_named", "left_by_others", "others_now",
@@ -56,30 +55,17 @@ OTHERS_ARG = "others"  # the exec intent's args key: {run: newest LSN at the int
 Named = tuple[tuple[str, str, int], ...]  # (path, run, LSN)
 
 
-def _here(chain: Chain, head: Any, here: str) -> bool:
-    bound = chain.root_plan(head).worktree
-    return bound is None or bound[0] == here
-
-
 def others_now(repo: pygit2.Repository, me: str) -> dict[str, int]:
     """Every other run of this worktree that may still append: its newest LSN.
     Read before the pre snapshot (module docstring)."""
-    here = worktree_name(repo)
     out: dict[str, int] = {}
-    for rid in list_runs(repo):
-        if rid == me:
-            continue
-        chain = Chain(repo, rid)
+    for rid, chain, head in runs_here(repo, me):
         try:
-            head = chain.head()
-            if head is None:
-                continue
             last = chain.head_records(head)[-1]
-            if isinstance(last, Seal) or not _here(chain, head, here):
-                continue  # sealed: nothing more to come; bound elsewhere: not our tree
         except WalError:
             continue  # a damaged log is reported by its own commands
-        out[str(rid)] = int(last.lsn)
+        if not isinstance(last, Seal):  # sealed: nothing more to come
+            out[str(rid)] = int(last.lsn)
     return out
 
 
@@ -125,16 +111,9 @@ def theirs(repo: pygit2.Repository, me: str, intent: Intent, post: str) -> Named
     changed = {c.path for c in tree_changes(repo, intent.pre[0], post)}
     if not changed:
         return ()
-    here = worktree_name(repo)
     found: dict[str, tuple[str, int]] = {}
-    for rid in list_runs(repo):
-        if rid == me:
-            continue
-        chain = Chain(repo, rid)
+    for rid, chain, _head in runs_here(repo, me):
         try:
-            head = chain.head()
-            if head is None or not _here(chain, head, here):
-                continue
             steps = _closed_since(chain, int(seen.get(str(rid), 0)))
         except WalError:
             continue
@@ -155,15 +134,10 @@ def left_by_others(repo: pygit2.Repository, me: str, found: dict[str, str]) -> N
     state (or its file step in flight, writing it). Each other run is read
     newest first, until every path is named or ``WALK_LIMIT`` appends back."""
     named: dict[str, tuple[str, int]] = {}
-    here = worktree_name(repo)
-    for rid in list_runs(repo):
-        if rid == me or len(named) == len(found):
-            continue
-        chain = Chain(repo, rid)
+    for _rid, chain, head in runs_here(repo, me):
+        if len(named) == len(found):
+            break
         try:
-            head = chain.head()
-            if head is None or not _here(chain, head, here):
-                continue
             _name_from(repo, chain, head, found, named)
         except WalError:
             continue  # a damaged log is reported by its own commands; it explains nothing

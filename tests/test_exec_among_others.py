@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,18 @@ def _fifo(path: Path, mode: str, proc: subprocess.Popen[bytes]) -> None:
         raise AssertionError(f"the command never reached the fifo: {err.decode()}")
 
 
+def exec_around(repo: Path, tmp_path: Path, during: Callable[[], object]) -> None:
+    """Run A's `git wal exec` (start_exec), run ``during`` while its command
+    waits on the fifo, then let it finish; it must exit 0."""
+    started, go = fifos(tmp_path)
+    a = start_exec(repo, "run-a", started, go)
+    _fifo(started, "r", a)
+    during()
+    _fifo(go, "w", a)
+    _, err = a.communicate(timeout=60)
+    assert a.returncode == 0, err.decode()
+
+
 def record(repo: Path, run: str, kind: str) -> list[dict[str, Any]]:
     return [r for r in wal_log(repo, run) if r["type"] == kind]
 
@@ -88,14 +101,9 @@ def test_another_runs_commit_while_a_shell_step_runs_is_not_its_effect(
         repo: Path, tmp_path: Path) -> None:
     ok(repo, "begin", "--run", "run-a")
     ok(repo, "begin", "--run", "run-b")
-    started, go = fifos(tmp_path)
-    a = start_exec(repo, "run-a", started, go)
-    _fifo(started, "r", a)
     # While A's command runs, B changes another path, committed.
-    ok(repo, "apply", "--run", "run-b", "write-file", "b.txt", input=b"B\n")
-    _fifo(go, "w", a)
-    _, err = a.communicate(timeout=60)
-    assert a.returncode == 0, err.decode()
+    exec_around(repo, tmp_path, lambda: ok(repo, "apply", "--run", "run-b", "write-file",
+                                           "b.txt", input=b"B\n"))
 
     [intent] = record(repo, "run-a", "intent")
     assert intent["args"]["others"] == {"run-b": 1}  # B's newest LSN when A began
@@ -148,14 +156,9 @@ def test_a_path_the_command_changed_after_the_other_run_stays_the_shell_steps(
         repo: Path, tmp_path: Path) -> None:
     ok(repo, "begin", "--run", "run-a")
     ok(repo, "begin", "--run", "run-b")
-    started, go = fifos(tmp_path)
     # The command writes a.txt again after B's step: the post tree holds A's bytes there.
-    a = start_exec(repo, "run-a", started, go)
-    _fifo(started, "r", a)
-    ok(repo, "apply", "--run", "run-b", "write-file", "a.txt", input=b"B\n")
-    _fifo(go, "w", a)
-    _, err = a.communicate(timeout=60)
-    assert a.returncode == 0, err.decode()
+    exec_around(repo, tmp_path, lambda: ok(repo, "apply", "--run", "run-b", "write-file",
+                                           "a.txt", input=b"B\n"))
     assert (repo / "a.txt").read_text() == "B\nA2\n"
     [commit] = record(repo, "run-a", "commit")
     assert "theirs" not in commit  # neither B's post nor left alone: A's change
@@ -259,13 +262,8 @@ def test_verify_refuses_a_theirs_entry_the_other_log_does_not_bear_out(
 
     ok(repo, "begin", "--run", "run-a")
     ok(repo, "begin", "--run", "run-b")
-    started, go = fifos(tmp_path)
-    a = start_exec(repo, "run-a", started, go)
-    _fifo(started, "r", a)
-    ok(repo, "apply", "--run", "run-b", "write-file", "b.txt", input=b"B\n")
-    _fifo(go, "w", a)
-    _, err = a.communicate(timeout=60)
-    assert a.returncode == 0, err.decode()
+    exec_around(repo, tmp_path, lambda: ok(repo, "apply", "--run", "run-b", "write-file",
+                                           "b.txt", input=b"B\n"))
     r = pygit2.Repository(str(repo))
     mine, theirs = (Store(r, RunId(n)).records() for n in ("run-a", "run-b"))
     assert check_named(r, "run-a", mine, lambda run: theirs) == []

@@ -12,13 +12,13 @@ run's plan is read only when an open intent names one of the paths.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import pygit2
 
 from ..errors import WalError
-from ..ids import RunId
+from ..ids import CommitId, RunId
 from ..records.model import EXEC_TOOL, Intent, agent_tag
 from ..repository import worktree_name
 from .chain import Chain
@@ -44,34 +44,60 @@ class OpenStep:
             f"`git wal recover --run {self.run}` decides its open step")
 
 
-def open_step_on(repo: pygit2.Repository, me: RunId, paths: Sequence[str]) -> OpenStep | None:
-    """The first other run (bound to this worktree, or unbound) whose newest
-    record is an open file intent on one of ``paths``; None if there is none.
-
-    An open ``exec`` intent is not one: its paths are not known in advance."""
-    wanted = set(paths)
-    here = worktree_name(repo)
+def _heads(repo: pygit2.Repository, me: str) -> Iterator[tuple[RunId, Chain, CommitId]]:
+    """(run, chain, head) of every other run with a live log (one dropped since
+    it was listed, or whose ref cannot be read, is skipped)."""
     for rid in list_runs(repo):
         if rid == me:
             continue
         chain = Chain(repo, rid)
         try:
             head = chain.head()
-            if head is None:
-                continue  # dropped since listed
+        except WalError:
+            continue
+        if head is not None:
+            yield rid, chain, head
+
+
+def _here(chain: Chain, head: CommitId, here: str) -> bool:
+    bound = chain.root_plan(head).worktree
+    return bound is None or bound[0] == here
+
+
+def runs_here(repo: pygit2.Repository, me: str) -> Iterator[tuple[RunId, Chain, CommitId]]:
+    """(run, chain, head) of every other run whose steps meet this worktree's:
+    bound to it, or to none (older logs). A run whose log cannot be read is
+    skipped: its own commands report it."""
+    here = worktree_name(repo)
+    for rid, chain, head in _heads(repo, me):
+        try:
+            if _here(chain, head, here):
+                yield rid, chain, head
+        except WalError:
+            continue
+
+
+def open_step_on(repo: pygit2.Repository, me: RunId, paths: Sequence[str]) -> OpenStep | None:
+    """The first other run (bound to this worktree, or unbound) whose newest
+    record is an open file intent on one of ``paths``; None if there is none.
+
+    An open ``exec`` intent is not one: its paths are not known in advance.
+    Cost: the newest append of each run; a plan is read only on a hit."""
+    wanted = set(paths)
+    here = worktree_name(repo)
+    for rid, chain, head in _heads(repo, me):
+        try:
             last = chain.head_records(head)[-1]
             if not isinstance(last, Intent) or last.tool == EXEC_TOOL:
                 continue
             hit = [p for p in last.target if p in wanted]
-            if not hit:
-                continue
-            plan = chain.root_plan(head)
+            if not hit or not _here(chain, head, here):
+                continue  # another worktree's tree: not ours
+            task = chain.root_plan(head).task
         except WalError:
             continue  # a damaged log is reported by its own commands, not here
-        if plan.worktree is not None and plan.worktree[0] != here:
-            continue  # another worktree's tree: not ours
-        return OpenStep(rid, hit[0], last, plan.task)
+        return OpenStep(rid, hit[0], last, task)
     return None
 
 
-__all__ = ["OpenStep", "open_step_on"]
+__all__ = ["OpenStep", "open_step_on", "runs_here"]

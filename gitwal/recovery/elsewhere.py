@@ -26,10 +26,9 @@ from ..errors import WalError
 from ..history import Change, changes_of
 from ..ids import CommitId, Lsn, RunId
 from ..log.chain import Chain
-from ..log.store import list_runs
+from ..log.others import runs_here
 from ..records.model import Commit, Intent
 from ..report import ChangedElsewhere
-from ..repository import worktree_name
 
 
 @dataclass(frozen=True)
@@ -57,20 +56,10 @@ def last_commit_time(chain: Chain, head: CommitId) -> int:
 def steps_since(repo: pygit2.Repository, me: RunId, since: int) -> list[Elsewhere]:
     """The committed steps of the other runs of this worktree whose commit was
     appended at ``since`` or later, oldest first."""
-    here = worktree_name(repo)
     out: list[Elsewhere] = []
-    for rid in list_runs(repo):
-        if rid == me:
-            continue
-        chain = Chain(repo, rid)
+    for _rid, chain, head in runs_here(repo, me):
         try:
-            head = chain.head()
-            if head is None:
-                continue
-            plan = chain.root_plan(head)
-            if plan.worktree is not None and plan.worktree[0] != here:
-                continue
-            out += _recent(repo, chain, head, plan.task, since)
+            out += _recent(repo, chain, head, chain.root_plan(head).task, since)
         except WalError:
             continue  # a damaged log is reported by its own commands; it explains nothing
     return sorted(out, key=lambda s: (s.at, s.run, s.lsn))
