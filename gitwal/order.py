@@ -1,17 +1,18 @@
 """One order of every run's committed steps, from the hashes the records carry
-(docs/agents-together.md, "One order"; `git wal order`).
+(docs/agents-together.md, "One order", is the normative text; `git wal order`,
+`git wal verify --all`).
 
-Nodes are the committed steps of the runs; edges are (a) each run's LSN order
-and (b) for every path, "the step whose pre-state on the path is S comes
-after a step of another run whose post-state there is S". A topological sort
-gives the order; ties are broken by run id, then LSN, so it is the same on
-every machine. What cannot be ordered is reported, never guessed:
+Each run's committed steps keep their LSN order (a lane); the order is the
+first interleaving of the lanes in which every step finds each path it
+changes holding the state it began from, starting from the runs' common base
+tree: found depth first, the fitting steps tried oldest first (append time,
+then run id), so it is the same on every machine. A revert (a step putting
+back a state another run's step had replaced) is ordered like any other
+step. What no interleaving explains is reported, never guessed:
 
-* a **fork**: steps of two runs changed a path from the same state (each
-  began from what the other did not see: one update may have been lost);
-* a **cycle**: the constraints contradict each other (the steps are listed,
-  then placed by run and LSN). A run that puts back a state another run had
-  (a revert) looks the same to the states alone: it is reported, not guessed.
+* a **fork**: a step began from a state another run's step had already moved
+  the path away from (both changed it from one state: one update is lost);
+* a **cycle**: a step began from a state only a step placed after it wrote.
 
 Replaying the steps' post-states in the order must leave every path they
 touched as the working tree holds it; the paths where it does not are named.
