@@ -2,7 +2,8 @@
 
 This module only orchestrates: it runs the sections (one module each:
 append.py §1, step.py §2, snapshot.py §3, scale.py §4, storage.py §5,
-latency.py §6, hook_session.py §7, githooks.py §9), then prints the markdown report and
+latency.py §6, hook_session.py §7, githooks.py §9, agents_together.py §10),
+then prints the markdown report and
 writes it to docs/benchmarks.md, with a place for §8, which
 bench/claude_session.py (run by `make bench` right after) fills in. Every
 section runs its contenders in the same temp directory (one filesystem),
@@ -24,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import claude_session
+from .agents_together import bench_agents_together
 from .append import bench_append
 from .common import QUICK, REPORT, ROOT, load_average, machine_facts, met, seal_environment, table
 from .githooks import bench_githooks
@@ -88,6 +90,7 @@ SECTIONS: dict[int, Callable[[Path, list[StorageResult]], Section]] = {
     6: lambda work, _s: bench_latency(work),
     7: lambda work, _s: bench_hook_session(work),
     9: lambda work, _s: bench_githooks(work),  # §8 is bench/claude_session.py's
+    10: lambda work, _s: bench_agents_together(work),
 }
 
 

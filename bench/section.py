@@ -30,11 +30,12 @@ class Section:
     rows: list[list[str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     targets: list[tuple[str, str, bool]] = field(default_factory=list)  # target, got, ok
+    more: list[str] = field(default_factory=list)  # markdown blocks after the table
     seconds: float = 0.0  # how long the benchmark took
 
     def render(self) -> str:
         parts = [f"## {self.title}", "", table(self.header, self.rows), "",
-                 f"How measured: {self.how}"]
+                 *[f"{block}\n" for block in self.more], f"How measured: {self.how}"]
         if self.notes:
             parts += ["", *[f"* {n}" for n in self.notes]]
         return "\n".join(parts)

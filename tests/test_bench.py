@@ -1,6 +1,6 @@
 """Smoke tests of `make bench`'s own machinery (the benchmarks themselves run
 only under `make bench`): the run builder, the memory probe, the plot, and
-the place §8 fills in."""
+the place §8 fills in, and the other runs §10 measures against."""
 
 from __future__ import annotations
 
@@ -15,8 +15,12 @@ import pytest
 from bench import claude_session
 from bench.common import run_peak
 from bench.logbuild import PATHS, content
+from bench.many_runs import add_others, guard
 from bench.svg import line_plot
 from gitwal import Wal
+from gitwal.claims import kept_off_others
+from gitwal.log.pathlocks import Holder, PathBusy
+from gitwal.repository import open_repository
 
 from .conftest import init_repo, ok
 
@@ -95,3 +99,18 @@ def test_section_8_fills_the_places_bench_run_left(tmp_path: Path,
     assert text.endswith("## 7. x\n\n## 8. done\n\nfigures\n")
     assert not claude_session.fill_report("## 8. again\n", "1.30x", False)  # no place left
     assert report.read_text() == text
+
+
+def test_section_10s_other_runs_hold_an_open_intent_and_a_claim(tmp_path: Path) -> None:
+    repo = init_repo(tmp_path / "r", {"mine.txt": "x\n"})
+    add_others(repo, 2)
+    me = Wal(repo).begin(run_id="me").id
+    git = open_repository(repo)
+    for path, why in (("o0.txt", "being changed by run claude-other-0"),
+                      ("o1.txt", "being changed by run claude-other-1"),
+                      ("o0-claimed.txt", "claimed by run claude-other-0"),
+                      ("o1-claimed.txt", "claimed by run claude-other-1")):
+        with (pytest.raises(PathBusy, match=why),
+              kept_off_others(git, Holder(me, 2, "write_file", ""), [path])):
+            pass
+    guard(repo, me)()  # the measured step's path: held by no one
