@@ -95,3 +95,18 @@ def test_section_8_fills_the_places_bench_run_left(tmp_path: Path,
     assert text.endswith("## 7. x\n\n## 8. done\n\nfigures\n")
     assert not claude_session.fill_report("## 8. again\n", "1.30x", False)  # no place left
     assert report.read_text() == text
+
+
+@pytest.mark.slow
+def test_the_two_agent_demo_ends_in_one_checked_order() -> None:
+    """`make demo-agents`: both agents killed once mid-step, a refused call retried,
+    and every check passes (the demo exits 1 when one does not)."""
+    proc = subprocess.run([sys.executable, "-m", "bench.demo_agents"], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    out = proc.stdout
+    assert "verdict: OK" in out
+    assert "SIGKILL agent 1 mid-step" in out and "SIGKILL it mid-step" in out
+    assert "PreToolUse refused, exit 2" in out
+    assert "applied-missing-commit -> committed" in out and "not-applied -> aborted" in out
+    assert "retried d4" in out
