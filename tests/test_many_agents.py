@@ -40,10 +40,11 @@ import pytest
 
 from bench.agent_checks import lost_updates, ordered_steps, serial_replay
 from bench.scripted_agent import AgentProcess, call_step, log_rows, ready_events
+from gitwal.history import Change
+from gitwal.ids import ABSENT, Lsn
+from gitwal.order import Step
 
 from .conftest import GIT_WAL, init_repo, tree_of
-
-pytestmark = pytest.mark.slow
 
 SEED = int(os.environ.get("GITWAL_MANY_AGENTS_SEED", "20261204"))
 CASES = int(os.environ.get("GITWAL_MANY_AGENTS_CASES", "2"))
@@ -237,6 +238,7 @@ SHELL_FORKS = pytest.mark.xfail(
     raises=ShellForks, strict=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shell", [False, pytest.param(True, marks=SHELL_FORKS)],
                          ids=["file-tools", "with-shell-steps"])
 def test_many_agents_random_edits_kills_and_recoveries(tmp_path: Path, shell: bool) -> None:
@@ -268,3 +270,30 @@ def test_many_agents_random_edits_kills_and_recoveries(tmp_path: Path, shell: bo
     if CASES >= 2:  # the kills and the races must happen, or the test checks little
         assert totals["at pre"] + totals["at wrote"] + totals["any instant"] > 0, totals
         assert totals["refused"] + totals["failed"] > 0, totals
+
+
+# -- the lost-update rule itself (no agents) -------------------------------------------
+
+
+def test_the_lost_update_rule_names_a_fork_and_a_post_the_tree_lost(tmp_path: Path) -> None:
+    repo = init_repo(tmp_path / "r", {"p": "base\n"})
+    s0, s1, s2 = (git_hash(repo, text) for text in ("base\n", "one\n", "two\n"))
+
+    def step(run: str, lsn: int, before: str, after: str) -> Step:
+        return Step(run, Lsn(lsn), "write_file", (Change("p", before, 0o100644, after),))
+
+    (repo / "p").write_text("two\n")
+    chained = [step("a", 2, s0, s1), step("b", 2, s1, s2)]
+    assert lost_updates(repo, chained) == []
+    forked = [step("a", 2, s0, s1), step("b", 2, s0, s2)]  # b never saw a's update
+    [problem] = lost_updates(repo, forked)
+    assert "run a LSN 2" in problem and "began from" in problem
+    (repo / "p").unlink()  # the last post is not in the tree
+    [problem] = lost_updates(repo, chained)
+    assert "run b LSN 2" in problem and "the tree holds something else" in problem
+    assert lost_updates(repo, [step("a", 2, s0, ABSENT)]) == []
+
+
+def git_hash(repo: Path, text: str) -> str:
+    return subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=repo, input=text,
+                          capture_output=True, text=True, check=True).stdout.strip()
