@@ -165,8 +165,8 @@ def main() -> int:
         say(f"TypeScript project in {repo}: {len(files)} files call {OLD}; package.json "
             "pins http-kit ^1.9.2")
         say(f"agent 1 renames {OLD} -> {NEW} in {len(files)} files (one Write each); agent 2 "
-            f"upgrades http-kit to 2.1.0 ({len(upgrade)} Edit/Write calls, 4 in files agent "
-            "1 renames in); both at once, every call through `git wal hook claude`")
+            f"upgrades http-kit to 2.1.0 ({len(upgrade)} Edit/Write calls, 5 of them in 4 "
+            "files agent 1 renames in); both at once, every call through `git wal hook claude`")
         story = Story(repo, a1, a2, held)
         for agent in agents:
             agent.start()

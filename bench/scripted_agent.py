@@ -55,6 +55,7 @@ from typing import IO, Any
 GIT_WAL = str(Path(sys.executable).parent / "git-wal")
 BUSY = re.compile(r"is being changed by run (\S+)")
 BACKOFF = 0.05  # seconds the agent idles when every step left is held by other runs
+PASSES = 2000  # passes over the steps left before the agent gives up (a plan that cannot end)
 
 
 def run_of(session: str) -> str:
@@ -198,7 +199,9 @@ class Agent:
         todo = [s for s in steps if s["id"] not in done]
         self.event("start", run=run_of(self.session), done=len(steps) - len(todo),
                    steps=len(steps), next=todo[0]["id"] if todo else None)
-        while todo:
+        for _ in range(PASSES):
+            if not todo:
+                break
             left = []
             for step in todo:
                 try:
@@ -211,6 +214,8 @@ class Agent:
             if len(left) == len(todo):
                 time.sleep(BACKOFF)  # every step left is held by others: let them finish
             todo = left
+        if todo:
+            raise RuntimeError(f"gave up after {PASSES} passes: {[s['id'] for s in todo]}")
         self.event("done", run=run_of(self.session), steps=len(steps))
 
 
