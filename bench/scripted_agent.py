@@ -232,6 +232,22 @@ def main() -> None:
 # -- the driver's side ----------------------------------------------------------------
 
 
+def group_alive(pgid: int) -> bool:
+    """Whether a live (not zombie) process of process group ``pgid`` is left (/proc)."""
+    with os.scandir("/proc") as entries:
+        names = [e.name for e in entries if e.name.isdigit()]
+    for name in names:
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(b")") + 2:].split()
+        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
+
+
 class AgentProcess:
     """One scripted agent process started with ``--lockstep``: its events one by
     one, each answered (`go`) or answered with a SIGKILL."""
@@ -289,6 +305,11 @@ class AgentProcess:
         except ProcessLookupError:
             pass
         self.proc.wait()
+        # The hook or command it ran may still be dying (holding the run lock):
+        # gone, all of them, before anyone recovers the run.
+        deadline = time.monotonic() + HANG
+        while group_alive(self.proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.001)
         self.close()
         self.kills += 1
 
@@ -298,7 +319,7 @@ class AgentProcess:
                 if f is not None:
                     try:
                         f.close()
-                    except BrokenPipeError:
+                    except OSError:  # a "go" still buffered for a process now gone
                         pass
             self.proc = None
         self.waiting = False

@@ -170,6 +170,14 @@ class Play:
                 self.revive(next(a for a in self.agents if a.name == name))
 
     def run(self) -> None:
+        try:
+            self.play()
+        finally:  # a failure leaves no agent running
+            for a in self.agents:
+                if a.running:
+                    a.kill()
+
+    def play(self) -> None:
         for a in self.agents:
             a.start()
         while any(a.running for a in self.agents) or self.dead:
