@@ -53,7 +53,8 @@ from pathlib import Path
 from typing import IO, Any
 
 GIT_WAL = str(Path(sys.executable).parent / "git-wal")
-BUSY = re.compile(r"is being changed by run (\S+)")
+# The holder is named once it has written itself into the path's lock file.
+BUSY = re.compile(r"is being changed by (?:run (\S+)|another run's step)")
 BACKOFF = 0.05  # seconds the agent idles when every step left is held by other runs
 PASSES = 2000  # passes over the steps left before the agent gives up (a plan that cannot end)
 
@@ -127,7 +128,7 @@ class Agent:
                               input=json.dumps(payload).encode(), capture_output=True)
         err = proc.stderr.decode(errors="replace")
         if proc.returncode == 2 and event == "PreToolUse" and (m := BUSY.search(err)):
-            raise Refused(m.group(1), err.strip())
+            raise Refused(m.group(1) or "another run", err.strip())
         if proc.returncode != 0:
             raise RuntimeError(f"hook {event} {tool} exited {proc.returncode}: {err.strip()}")
 
