@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check lint bench torture crash-states tools agent-clis clean
+.PHONY: demo demo-agents test check lint bench torture crash-states tools agent-clis clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -13,6 +13,9 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/python -m bench.demo
+
+demo-agents: $(STAMP)
+	$(BIN)/python -m bench.demo_agents
 
 # Test processes (pytest-xdist), one per core by default. `loadgroup` keeps the
 # tests of an xdist_group (a module-scoped fixture costly to build) in one process.
@@ -54,6 +57,7 @@ bench: $(STAMP) agent-clis
 torture: $(STAMP)
 	GITWAL_TORTURE_KILLS=2000 $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/test_torture.py
 	GITWAL_PERSON_CASES=1000 $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/test_person_edits.py
+	GITWAL_MANY_AGENTS_CASES=20 $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/test_many_agents.py
 
 crash-states: $(STAMP) tools
 	GITWAL_CRASH_STATES=all $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/test_crash_states.py

@@ -158,7 +158,8 @@ class _Paths:
     def fits(self, lane: int, pos: Sequence[int], state: dict[str, str],
              guess: bool = False) -> bool:
         """Whether the next step of ``lane`` may run now, the paths holding ``state``:
-        each path it changes holds its pre, or has no state yet and no other
+        each path it changes holds its pre (or its post already: the same change
+        seen twice loses nothing), or has no state yet and no other
         run's later step makes its pre, or its pre is a state no step gave it
         and the order has not passed (an unlogged edit). With ``guess``, a
         path with no state yet takes any (the other run's step put it back)."""
@@ -166,6 +167,8 @@ class _Paths:
             now, key = state.get(c.path), (c.path, c.before)
             if now == c.before or (now is None and (guess or not self.coming(key, pos, lane))):
                 continue
+            if now == c.after:
+                continue  # the path holds the step's result already: nothing is lost
             if now is None or self.passed(key, pos) or self.made.get(key):
                 return False
         return True
@@ -266,6 +269,8 @@ def _conflicts(ordered: Sequence[Step], first: dict[str, str]) -> list[Conflict]
         for c in s.changes:
             chain = history.setdefault(c.path, [])
             later[(c.path, c.after)].remove(s)
+            if chain and chain[-1][0] == c.after != c.before:
+                continue  # the same change seen twice (two shell steps' snapshots)
             if chain and chain[-1][0] != c.before:
                 states = [state for state, _by in chain]
                 mover = (chain[len(states) - states[::-1].index(c.before)][1]

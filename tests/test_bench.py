@@ -114,3 +114,18 @@ def test_section_10s_other_runs_hold_an_open_intent_and_a_claim(tmp_path: Path) 
               kept_off_others(git, Holder(me, 2, "write_file", ""), [path])):
             pass
     guard(repo, me)()  # the measured step's path: held by no one
+
+
+@pytest.mark.slow
+def test_the_two_agent_demo_ends_in_one_checked_order() -> None:
+    """`make demo-agents`: both agents killed once mid-step, a refused call retried,
+    and every check passes (the demo exits 1 when one does not)."""
+    proc = subprocess.run([sys.executable, "-m", "bench.demo_agents"], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    out = proc.stdout
+    assert "verdict: OK" in out
+    assert "SIGKILL agent 1 mid-step" in out and "SIGKILL it mid-step" in out
+    assert "PreToolUse refused, exit 2" in out
+    assert "applied-missing-commit -> committed" in out and "not-applied -> aborted" in out
+    assert "retried d4" in out

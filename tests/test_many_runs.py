@@ -233,3 +233,30 @@ def test_a_killed_step_keeps_its_path_until_it_is_recovered(repo: Path) -> None:
     ok(repo, "recover", "--run", "run-a")
     ok(repo, "apply", "--run", "run-b", "write-file", "README", input=b"B\n")
     assert (repo / "README").read_text() == "B\n"
+
+
+def test_restoring_a_killed_shell_step_leaves_a_path_another_agent_is_writing(
+        repo: Path) -> None:
+    """Run A's Bash call was killed (its intent open); run B's Edit of README has
+    logged its intent and written the file, its PostToolUse not yet run. Putting
+    A's pre tree back must not put README back: B's update would be lost (its
+    commit would then record the old content as what the Edit left)."""
+    bash = {"command": "echo made > made.txt", "description": "x"}
+    assert run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Bash", bash, "t1",
+                                                session=S1)).code == 0
+    subprocess.run(["bash", "-c", bash["command"]], cwd=repo, check=True)
+    first = edit(repo, "hello", "bye")
+    assert run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit", first, "u1",
+                                                session=S2)).code == 0
+    (repo / "README").write_text("bye\n")
+    restored = wal(repo, "recover", "--run", claude_run(S1), "--restore")
+    assert restored.returncode == 0, restored.stderr
+    assert f"left README (being changed by run {claude_run(S2)}, LSN " in restored.stdout
+    assert not (repo / "made.txt").exists()  # the step's own change is put back
+    assert (repo / "README").read_text() == "bye\n"
+    post = run_hook(repo, "claude", claude_tool(repo, "PostToolUse", "Edit", first, "u1",
+                                                session=S2))
+    assert post.code == 0, post.err
+    [commit] = [r for r in wal_log(repo, claude_run(S2)) if r["type"] == "commit"]
+    assert commit["post"] == [git(repo, "hash-object", "README").strip()]
+    assert "prediction miss" not in commit["verified"]

@@ -9,6 +9,7 @@ import pygit2
 
 from ..effects import CheckResult, run_check, run_command
 from ..ids import TreeId
+from ..log.others import OpenStep, open_step_on
 from ..log.store import Ref
 from ..records.model import REPLAY_SAFE, Abort, Commit, Intent, agent_tag
 from ..report import APPLIED, AWAITING_APPROVAL, IN_DOUBT, NOT_APPLIED, Outcome
@@ -129,7 +130,15 @@ class ExecDecisions(DecisionHost):
         # Another run's committed change is not this step's to undo.
         elsewhere = self._committed_elsewhere()
         theirs = [p for p in changed if (p, tree_state(self.store.repo, now, p)) in elsewhere]
-        plan, moved = restore_plan(self.wt, now, [p for p in changed if p not in theirs])
+        # Nor is a path another run's file step is changing right now (its intent
+        # is open): putting it back would lose that step's update.
+        busy: dict[str, OpenStep] = {}
+        for p in changed:
+            if p not in theirs and (step := open_step_on(self.store.repo, self.store.run,
+                                                         [p])) is not None:
+                busy[p] = step
+        plan, moved = restore_plan(self.wt, now, [p for p in changed
+                                                  if p not in theirs and p not in busy])
         # The abort (and its append, which keeps the snapshot ``now``) is
         # durable before anything is put back: every byte the restore
         # overwrites can be brought back from that tree.
@@ -148,6 +157,10 @@ class ExecDecisions(DecisionHost):
             detail += "; left " + ", ".join(
                 f"{p} (committed {elsewhere[(p, tree_state(self.store.repo, now, p))]})"
                 for p in theirs)
+        if busy:
+            detail += "; left " + ", ".join(
+                f"{p} (being changed by run {b.run}, LSN {b.intent.lsn})"
+                for p, b in busy.items())
         if moved or undo.kept:
             detail += f"; left in place (changed since): {describe((*moved, *undo.kept))}"
         saved = ((".", now, bring_back_tree(now, undo.restored)),) if undo.restored else ()
