@@ -264,7 +264,9 @@ class AgentProcess:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.scripted_agent", str(self.plan), "--lockstep"],
+            # By path, not `-m`: the agent runs in the repository, where the
+            # project's own packages are not importable (it needs only stdlib).
+            [sys.executable, str(Path(__file__).resolve()), str(self.plan), "--lockstep"],
             cwd=self.repo, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True, bufsize=1, env=self.env,
             start_new_session=True)

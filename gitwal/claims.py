@@ -10,7 +10,9 @@ dropped run (no ref) has none, and a claim is live only while
 Which runs to read: a run writes ``<common git dir>/wal/claims/<run>``
 (durably, before its first claim record is appended), so a step reads the
 logs of the runs that ever claimed and no other (a clone's runs only: a
-fetched log's claims bind nobody here, its steps changed another tree).
+fetched log's claims bind nobody here, its steps changed another tree); and
+of those, only the appends since the head their cached fold names
+(log/claimfold.py).
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,10 +31,11 @@ from .durable import atomic_write, makedirs_durable
 from .errors import ToolRefused, WalError
 from .ids import RunId, valid_run_id
 from .log.chain import Chain
+from .log.claimfold import Live, fold_into, held_at
 from .log.locks import tell
 from .log.others import open_step_on
 from .log.pathlocks import Holder, PathBusy, path_locks
-from .records.model import Claim, Record, Seal
+from .records.model import Claim, Record
 from .records.validate import path_problem
 from .repository import common_dir, worktree_name
 
@@ -43,32 +45,16 @@ if TYPE_CHECKING:
 DEFAULT_TTL = 3600  # seconds a claim lasts when no --ttl is given
 
 
-@dataclass(frozen=True)
-class Live:
-    """One live claim: the pattern, the record that made it, when it ends."""
-
-    run: str
-    pattern: str
-    lsn: int
-    until: int  # Unix seconds
-
-
 def now_s() -> int:
     return int(time.time())
 
 
 def fold(records: Iterable[Record], now: int) -> list[Live]:
     """The live claims a run's records leave at ``now``, by pattern."""
-    held: dict[str, Live] = {}
-    for rec in records:
-        if isinstance(rec, Claim):
-            for p in rec.paths:
-                if rec.ttl == 0:
-                    held.pop(p, None)
-                else:
-                    held[p] = Live(rec.run, p, rec.lsn, rec.at + rec.ttl)
-        elif isinstance(rec, Seal):
-            held.clear()
+    return _live(fold_into({}, records), now)
+
+
+def _live(held: dict[str, Live], now: int) -> list[Live]:
     return sorted((c for c in held.values() if now < c.until), key=lambda c: c.pattern)
 
 
@@ -90,11 +76,17 @@ def run_claims(repo: pygit2.Repository, run: str, now: int) -> list[Live]:
     log cannot be read: a damaged log is reported by its own commands)."""
     if not valid_run_id(run) or not has_claimed(repo, run):
         return []
+    return _claims_of(repo, run, now)
+
+
+def _claims_of(repo: pygit2.Repository, run: str, now: int) -> list[Live]:
+    """run_claims for a ``run`` known to have claimed (its marker was listed)."""
     chain = Chain(repo, RunId(run))
     try:
-        if chain.head() is None:
+        head = chain.head()
+        if head is None:
             return []
-        return fold((rec for rec, _ in chain.stream()), now)
+        return _live(held_at(repo, chain, head), now)  # cached per head: claimfold.py
     except WalError:
         return []
 
@@ -120,7 +112,9 @@ def claims_on(repo: pygit2.Repository, me: str, paths: Sequence[str],
     for name in sorted(os.listdir(d)):
         if name == me:
             continue
-        hits = [(c, p) for c in run_claims(repo, name, now) for p in paths
+        if not valid_run_id(name):
+            continue  # not a marker gitwal wrote
+        hits = [(c, p) for c in _claims_of(repo, name, now) for p in paths
                 if matches(c.pattern, p)]
         if hits and _same_tree(repo, name, here):
             out += hits

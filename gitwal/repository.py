@@ -15,6 +15,7 @@ Costs one libgit2 open (~0.1 ms), no process.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -50,7 +51,14 @@ def open_repository(start: str | os.PathLike[str] = ".", hint: str = "") -> pygi
 
 def common_dir(repo: pygit2.Repository) -> Path:
     """The git dir shared by all worktrees (refs and objects live there)."""
-    gitdir = Path(repo.path)
+    return _common_dir(repo.path)
+
+
+@functools.lru_cache(maxsize=64)
+def _common_dir(path: str) -> Path:
+    # A git dir's commondir never changes while it exists: asked at every
+    # step for every other run, it is worked out once per process.
+    gitdir = Path(path)
     common = gitdir / "commondir"
     if common.exists():
         return (gitdir / common.read_text().strip()).resolve()
@@ -60,8 +68,13 @@ def common_dir(repo: pygit2.Repository) -> Path:
 def worktree_name(repo: pygit2.Repository) -> str:
     """This worktree's stable identity: its name under ``<common>/worktrees/``,
     or "" for the main worktree (no linked worktree can be named "")."""
-    gitdir = Path(repo.path).resolve()
-    if gitdir == common_dir(repo).resolve():
+    return _worktree_name(repo.path)
+
+
+@functools.lru_cache(maxsize=64)
+def _worktree_name(path: str) -> str:
+    gitdir = Path(path).resolve()
+    if gitdir == _common_dir(path).resolve():
         return ""
     return gitdir.name
 

@@ -11,9 +11,10 @@ import pytest
 
 from gitwal import Wal, claims
 from gitwal.errors import CorruptLog, ToolRefused
-from gitwal.log.pathlocks import PathBusy
+from gitwal.log.pathlocks import Holder, PathBusy
 from gitwal.records.codec import decode, encode
 from gitwal.records.model import Claim, Seal
+from gitwal.repository import open_repository
 
 from .conftest import git, ok, wal
 from .test_agent_payloads import claude_run, claude_tool, run_hook, wal_log
@@ -159,3 +160,35 @@ def test_an_agent_call_on_a_claimed_path_is_blocked(repo: Path) -> None:
     ok(repo, "release", "--run", "a")
     r = run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Edit", edit, "t2"))
     assert r.code == 0, r.err
+
+
+def test_the_claims_cache_follows_the_log(repo: Path) -> None:
+    """The cached fold (log/claimfold.py) is used only for the head it names:
+    appends after it are folded in, a rewritten chain is folded whole, and a
+    torn cache file is rebuilt from the log."""
+    from gitwal.log import claimfold
+
+    w = Wal(repo)
+    a, b = w.begin(run_id="a"), w.begin(run_id="b")
+    claims.claim(a, ["src/*"], 60, now=T0)
+    gitrepo = open_repository(repo)
+    cache = claimfold._cache(gitrepo, "a")
+
+    def held() -> list[str]:
+        claimfold._HELD.clear()  # as a new process would: from the file, then the log
+        return [c.pattern for c in claims.run_claims(gitrepo, "a", T0 + 1)]
+
+    assert held() == ["src/*"] and cache.exists()
+    claims.claim(a, ["docs/*"], 60, now=T0)  # an append after the cached head
+    a.write_file("x.txt", b"x\n")
+    assert held() == ["docs/*", "src/*"]
+    assert json.loads(cache.read_text())["head"] == a.store.head()
+    claims.release(a, ["src/*"], now=T0)
+    assert held() == ["docs/*"]
+    cache.write_text('{"head": "torn')  # a crash mid-rename cannot do this; a person can
+    assert held() == ["docs/*"]
+    cache.write_text(json.dumps({"head": "0" * 40, "held": [["lies/*", 2, T0 + 99]]}))
+    assert held() == ["docs/*"]  # a head the chain never passes through: folded whole
+    with (pytest.raises(PathBusy, match="claimed by run a"),
+          claims.kept_off_others(gitrepo, Holder(b.id, 2, "write_file", ""), ["docs/x.md"])):
+        pass

@@ -277,10 +277,20 @@ class Chain(AppendReader):
             check.empty()
 
     def head_records(self, head: CommitId) -> list[Record]:
-        """The records of the head append alone (cheap: one commit, one tree)."""
+        """The records of the head append alone (cheap: one commit, one tree).
+
+        The newest append read of each run is kept for the process (a commit id
+        fixes its records): a long-lived process (the agents' hook server)
+        asking about other runs at every step decodes each new head once."""
         if self._newest is not None and self._newest[0] == head:
             return list(self._newest[1])
-        records = self._commit_records(self._commit(head))
+        key = (self.repo.path, self.run)
+        known = _HEADS.get(key)
+        if known is not None and known[0] == head:
+            records = list(known[1])
+        else:
+            records = self._commit_records(self._commit(head))
+            _HEADS[key] = (head, tuple(records))
         self._newest = (head, records)
         return list(records)
 
@@ -376,3 +386,6 @@ class _Segments:
 _SEGMENTS = _Segments()
 # (repository, run) -> (an append, the run's plan): see Chain.root_plan.
 _ROOT_PLANS: dict[tuple[str, str], tuple[str, Plan]] = {}
+# (repository, run) -> (its newest append read, that append's records): see
+# Chain.head_records.
+_HEADS: dict[tuple[str, str], tuple[str, tuple[Record, ...]]] = {}
