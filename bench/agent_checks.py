@@ -59,12 +59,17 @@ def state_of(repo: Path, rel: str) -> str:
 
 def lost_updates(repo: Path, steps: list[Step]) -> list[str]:
     """Every committed post of every run is in the tree, or the next step on that
-    path in the order began from it; what is neither was lost (or forked)."""
+    path in the order (one that did not make the same change again) began from
+    it; what is neither was lost (or forked)."""
     problems = []
     for i, step in enumerate(steps):
         for c in step.changes:
+            # A later step that made the very same change (two shell steps'
+            # snapshots both saw it) is not "the next step on the path": it
+            # left the path as it found it, nothing of this one was lost.
             later = next((s for s in steps[i + 1:]
-                          for d in s.changes if d.path == c.path), None)
+                          for d in s.changes if d.path == c.path and d.after != c.after),
+                         None)
             if later is None:
                 if state_of(repo, c.path) != c.after:
                     problems.append(f"{c.path}: run {step.run} LSN {step.lsn} left "

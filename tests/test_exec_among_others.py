@@ -317,3 +317,32 @@ def test_runs_bound_to_another_worktree_are_not_noted(repo: Path, tmp_path: Path
     ok(repo, "exec", "--run", "run-a", "--", "sh", "-c", "echo x > a.txt")
     [intent] = record(repo, "run-a", "intent")
     assert intent["args"]["others"] == {"run-b": 1}
+
+
+def test_a_restore_leaves_what_another_runs_open_shell_step_changed(
+        repo: Path, tmp_path: Path) -> None:
+    ok(repo, "begin", "--run", "run-a")
+    ok(repo, "begin", "--run", "run-b")
+    killed = wal(repo, "exec", "--run", "run-a", "--", "sh", "-c", "echo A > a.txt",
+                 env={"GITWAL_CRASH_AT": "after-exec"})
+    assert killed.returncode == -9 and (repo / "a.txt").read_text() == "A\n"
+    started, go = fifos(tmp_path)
+    # B's shell step starts after A's command ran, writes b.txt, and waits:
+    # its intent is open, b.txt in no snapshot of A's.
+    b = subprocess.Popen([GIT_WAL, "exec", "--run", "run-b", "--", "sh", "-c",
+                          f"echo B > b.txt; echo up > '{started}'; read x < '{go}'"],
+                         cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _fifo(started, "r", b)
+    report = json.loads(ok(repo, "recover", "--run", "run-a", "--restore", "--json"))
+    [step] = report["intents"]
+    assert step["action"] == "restored", step
+    assert "b.txt (maybe changed by run run-b's shell step, LSN 2, still open)" \
+        in step["detail"]
+    assert not (repo / "a.txt").exists()  # A's own change, put back (and saved)
+    assert (repo / "b.txt").read_text() == "B\n"  # B's, left as it is
+    _fifo(go, "w", b)
+    _, err = b.communicate(timeout=60)
+    assert b.returncode == 0, err.decode()
+    [commit] = record(repo, "run-b", "commit")
+    assert commit["intent"] == 2 and (repo / "b.txt").read_text() == "B\n"
+    verified(repo, "run-a", "run-b")

@@ -196,6 +196,7 @@ class Play:
 
 def check(play: Play, plans: dict[str, list[dict[str, Any]]], base: Path) -> None:
     repo, fail = play.repo, play.fail
+    twice: list[str] = []  # shell steps run again after a kill (ShellForks, below)
     for agent in play.agents:
         st = json.loads(wal(repo, "status", "--run", agent.run, "--json").stdout)
         assert st["open"] == [], fail(f"{agent.run} has open intents {st['open']}")
@@ -206,6 +207,9 @@ def check(play: Play, plans: dict[str, list[dict[str, Any]]], base: Path) -> Non
         assert committed == want, fail(f"{agent.run}: steps committed {committed}")
         for s in plans[agent.name]:
             n = (repo / s["file"]).read_text().splitlines().count(s["marker"])
+            if n > 1 and s["tool"] == "Bash":
+                twice.append(f"{s['marker']} (Bash) is {n} times in {s['file']}")
+                continue
             assert n == 1, fail(f"{s['marker']} ({s['tool']}) is {n} times in {s['file']}")
     verify = wal(repo, "verify", "--all")
     assert verify.returncode == 0, fail(f"verify --all: {verify.stdout} {verify.stderr}")
@@ -219,6 +223,8 @@ def check(play: Play, plans: dict[str, list[dict[str, Any]]], base: Path) -> Non
     assert len(report["runs"]) == len(play.agents), fail(str(report))
     if shell_forks:
         raise ShellForks(fail(f"git wal order: forks with a shell step: {shell_forks}"))
+    if twice:
+        raise ShellForks(fail(f"shell steps run twice: {twice}"))
     assert report["ok"], fail(str(report))
     assert lost_updates(repo, steps) == [], fail(f"lost updates: {lost_updates(repo, steps)}")
     serial_replay(repo, base, steps)
@@ -239,10 +245,15 @@ class ShellForks(AssertionError):
 # shell steps whose commands overlap. Until a shell step's effect leaves out
 # other runs' concurrent changes, the workload with shell steps is expected to
 # report such forks (and only those: anything else fails the test); every other
-# check of it is the same, and runs before.
+# check of it is the same, and runs before. Likewise two shell steps whose
+# commands overlap may each be credited with the other's change: a killed one
+# whose change the other's snapshot took in (and committed) is then found to
+# have changed nothing of its own, and the agent runs it again (its marker
+# twice). Only a Bash marker may be doubled, and only this raises ShellForks.
 SHELL_FORKS = pytest.mark.xfail(
-    reason="a shell step's post tree takes in other runs' concurrent changes: order "
-    "reports forks (docs/agents-together.md, 'Shell steps among others')",
+    reason="a shell step's snapshots take in other runs' concurrent shell changes: a fork, "
+    "or a killed step credited to another and run again (docs/agents-together.md, 'Two "
+    "shell steps whose commands overlap')",
     raises=ShellForks, strict=False)
 
 
