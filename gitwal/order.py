@@ -158,16 +158,17 @@ class _Paths:
     def fits(self, lane: int, pos: Sequence[int], state: dict[str, str],
              guess: bool = False) -> bool:
         """Whether the next step of ``lane`` may run now, the paths holding ``state``:
-        each path it changes holds its pre (or its post already: the same change
-        seen twice loses nothing), or has no state yet and no other
+        each path it changes holds its pre, or has no state yet and no other
         run's later step makes its pre, or its pre is a state no step gave it
-        and the order has not passed (an unlogged edit). With ``guess``, a
-        path with no state yet takes any (the other run's step put it back)."""
+        and the order has not passed (an unlogged edit). With ``guess`` (tried
+        only after every step that fits without), a path with no state yet takes
+        any (the other run's step put it back), and a path already holding the
+        step's post takes it (the same change seen twice: nothing is lost)."""
         for c in self.lanes[lane][pos[lane]].changes:
             now, key = state.get(c.path), (c.path, c.before)
             if now == c.before or (now is None and (guess or not self.coming(key, pos, lane))):
                 continue
-            if now == c.after:
+            if guess and now == c.after:
                 continue  # the path holds the step's result already: nothing is lost
             if now is None or self.passed(key, pos) or self.made.get(key):
                 return False

@@ -45,7 +45,7 @@ from .records.model import (
     Intent,
     Record,
 )
-from .shell_among import OTHERS_ARG, among, others_now
+from .shell_among import OTHERS_ARG, among, left_to_others, others_now
 from .steps_api import StepResult as StepResult  # re-exported: callers import it from here
 from .steps_api import ToolSteps
 from .worktree.overwrite import bring_back_tree, describe, left_note, restore_plan, restore_tree
@@ -343,9 +343,12 @@ class Run(ToolSteps):
         pre_tree = TreeId(intent.pre[0])
         theirs, claimed = among(self.store.repo, self.id, intent, post_tree)
         if problem:
-            # Other runs' committed paths are theirs: never put back.
+            # Other runs' committed paths are theirs: never put back; nor what
+            # another run's open step may be changing (shell_among.left_to_others).
             skip = {t[0] for t in theirs}
             changed = [p for p in self.wt.changed_paths(pre_tree, post_tree) if p not in skip]
+            left = left_to_others(self.store.repo, self.wt, self.id, changed, post_tree)
+            changed = [p for p in changed if p not in left]
             # The abort is durable before anything is put back: its append
             # keeps the post snapshot, so every byte the restore overwrites
             # (the command's, or a person's made meanwhile) can be brought back.
@@ -362,7 +365,8 @@ class Run(ToolSteps):
             raise StepFailed(
                 f"LSN {intent.lsn} exec aborted: {problem}; "
                 f"{len(undo.restored)} changed path(s) restored"
-                + left_note((*moved, *undo.kept)) + back,
+                + left_note((*moved, *undo.kept)) + back
+                + "".join(f"; left {p} ({why})" for p, why in sorted(left.items())),
                 "fix the cause and run the step again",
             )
         verified = "exit 0" + (f" && check ok: {intent.check}" if intent.check else "")

@@ -41,15 +41,16 @@ import pygit2
 from .claims import claims_on, now_s
 from .errors import WalError
 from .history import changes_of, tree_changes
-from .ids import UNKNOWN
+from .ids import UNKNOWN, TreeId
 from .log.chain import Chain
 from .log.others import runs_here
 from .log.segments import Failure
 from .records.model import EXEC_TOOL, Abort, Claim, Commit, Intent, Record, Seal, Unlogged
 from .worktree.snapshot import tree_state
+from .worktree.tree import Worktree
 
-__all__ = ["Named", "OTHERS_ARG", "among", "check_named", "left_by_others", "others_now",
-           "theirs"]
+__all__ = ["Named", "OTHERS_ARG", "among", "check_named", "left_by_others", "left_to_others",
+           "others_now", "theirs"]
 
 OTHERS_ARG = "others"  # the exec intent's args key: {run: newest LSN at the intent}
 Named = tuple[tuple[str, str, int], ...]  # (path, run, LSN)
@@ -287,3 +288,31 @@ def _their_problem(repo: pygit2.Repository, records: Sequence[Record] | None, pa
             and tree_state(repo, post, path) != after[path]:
         return "the post tree does not hold that step's post there"
     return ""
+
+
+def left_to_others(repo: pygit2.Repository, wt: Worktree, me: str, paths: Iterable[str],
+                   now: str) -> dict[str, str]:
+    """The paths among ``paths`` that a restore of ``me``'s shell step (the tree
+    ``now`` back to its pre tree) must leave, each with why: another run's file
+    step is changing it right now (its intent open: putting the path back would
+    lose that step's update), or another run's shell step still open may have
+    changed it (it differs between that step's pre tree and ``now``: its
+    command's changes cannot be told from this step's until it commits)."""
+    wanted = list(paths)
+    out: dict[str, str] = {}
+    for rid, chain, head in runs_here(repo, me):
+        try:
+            last = chain.head_records(head)[-1]
+        except WalError:
+            continue
+        if not isinstance(last, Intent):
+            continue
+        if last.tool != EXEC_TOOL:
+            for p in set(last.target) & set(wanted):
+                out.setdefault(p, f"being changed by run {rid}, LSN {last.lsn}")
+        elif last.pre and isinstance(repo.get(last.pre[0]), pygit2.Tree):
+            moved = set(wt.changed_paths(TreeId(last.pre[0]), TreeId(now)))
+            for p in moved & set(wanted):
+                out.setdefault(p, f"maybe changed by run {rid}'s shell step, LSN "
+                                  f"{last.lsn}, still open")
+    return out

@@ -346,3 +346,34 @@ def test_a_restore_leaves_what_another_runs_open_shell_step_changed(
     [commit] = record(repo, "run-b", "commit")
     assert commit["intent"] == 2 and (repo / "b.txt").read_text() == "B\n"
     verified(repo, "run-a", "run-b")
+
+
+def test_a_failed_shell_step_leaves_what_another_runs_open_shell_step_changed(
+        repo: Path, tmp_path: Path) -> None:
+    ok(repo, "begin", "--run", "run-a")
+    ok(repo, "begin", "--run", "run-b")
+    started, go = fifos(tmp_path)
+    b_started, b_go = tmp_path / "b-started", tmp_path / "b-go"
+    os.mkfifo(b_started)
+    os.mkfifo(b_go)
+    a = subprocess.Popen([GIT_WAL, "exec", "--run", "run-a", "--", "sh", "-c",
+                          f"echo A > a.txt; echo up > '{started}'; read x < '{go}'; exit 1"],
+                         cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _fifo(started, "r", a)
+    # B's shell step starts while A's command waits (after A wrote a.txt) and
+    # writes b.txt: A's failure must put back a.txt only.
+    b = subprocess.Popen([GIT_WAL, "exec", "--run", "run-b", "--", "sh", "-c",
+                          f"echo B > b.txt; echo up > '{b_started}'; read x < '{b_go}'"],
+                         cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _fifo(b_started, "r", b)
+    _fifo(go, "w", a)
+    _, err = a.communicate(timeout=60)
+    assert a.returncode == 1, err.decode()
+    assert "left b.txt (maybe changed by run run-b's shell step, LSN 2, still open)" \
+        in err.decode()
+    assert not (repo / "a.txt").exists() and (repo / "b.txt").read_text() == "B\n"
+    _fifo(b_go, "w", b)
+    _, err = b.communicate(timeout=60)
+    assert b.returncode == 0, err.decode()
+    assert (repo / "b.txt").read_text() == "B\n"
+    verified(repo, "run-a", "run-b")

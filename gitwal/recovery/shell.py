@@ -8,13 +8,11 @@ from __future__ import annotations
 import pygit2
 
 from ..effects import CheckResult, run_check, run_command
-from ..errors import WalError
 from ..ids import TreeId
-from ..log.others import OpenStep, open_step_on, runs_here
 from ..log.store import Ref
-from ..records.model import EXEC_TOOL, REPLAY_SAFE, Abort, Commit, Intent, agent_tag
+from ..records.model import REPLAY_SAFE, Abort, Commit, Intent, agent_tag
 from ..report import APPLIED, AWAITING_APPROVAL, IN_DOUBT, NOT_APPLIED, Outcome
-from ..shell_among import Named, among
+from ..shell_among import Named, among, left_to_others
 from ..worktree.overwrite import bring_back_tree, describe, found, restore_plan, restore_tree
 from ..worktree.snapshot import tree_state, watched_paths
 from .host import DecisionHost
@@ -128,29 +126,14 @@ class ExecDecisions(DecisionHost):
         detail += _probe_note(probe)
         if not self.restore and not denied:
             return self._outcome(intent, IN_DOUBT, "left-open", detail, changed, True)
-        # Nor a path another run's open shell step may have changed: one that
-        # differs between that step's pre tree and now (its command's changes
-        # cannot be told from this step's until it commits).
-        open_shells = _shells_open_elsewhere(self.store.repo, self.store.run)
-        maybe: dict[str, tuple[str, int]] = {}
-        for run, lsn, their_pre in open_shells:
-            if self.store.repo.get(their_pre) is None:
-                continue
-            for p in self.wt.changed_paths(TreeId(their_pre), now):
-                maybe.setdefault(p, (run, lsn))
-        # Another run's committed change is not this step's to undo.
+        # Another run's committed change is not this step's to undo, nor one
+        # another run's open step may be making (shell_among.left_to_others).
         elsewhere = self._committed_elsewhere()
         theirs = [p for p in changed if (p, tree_state(self.store.repo, now, p)) in elsewhere]
-        # Nor is a path another run's file step is changing right now (its intent
-        # is open): putting it back would lose that step's update.
-        busy: dict[str, OpenStep] = {}
-        for p in changed:
-            if p not in theirs and (step := open_step_on(self.store.repo, self.store.run,
-                                                         [p])) is not None:
-                busy[p] = step
-        shared = [p for p in changed if p in maybe and p not in theirs and p not in busy]
+        left = left_to_others(self.store.repo, self.wt, self.store.run,
+                              [p for p in changed if p not in theirs], now)
         plan, moved = restore_plan(self.wt, now, [p for p in changed if p not in theirs
-                                                  and p not in busy and p not in shared])
+                                                  and p not in left])
         # The abort (and its append, which keeps the snapshot ``now``) is
         # durable before anything is put back: every byte the restore
         # overwrites can be brought back from that tree.
@@ -169,14 +152,8 @@ class ExecDecisions(DecisionHost):
             detail += "; left " + ", ".join(
                 f"{p} (committed {elsewhere[(p, tree_state(self.store.repo, now, p))]})"
                 for p in theirs)
-        if busy:
-            detail += "; left " + ", ".join(
-                f"{p} (being changed by run {b.run}, LSN {b.intent.lsn})"
-                for p, b in busy.items())
-        if shared:
-            detail += "; left " + ", ".join(
-                f"{p} (maybe changed by run {maybe[p][0]}'s shell step, LSN {maybe[p][1]}, "
-                "still open)" for p in shared)
+        if left:
+            detail += "; left " + ", ".join(f"{p} ({why})" for p, why in sorted(left.items()))
         if moved or undo.kept:
             detail += f"; left in place (changed since): {describe((*moved, *undo.kept))}"
         saved = ((".", now, bring_back_tree(now, undo.restored)),) if undo.restored else ()
@@ -261,18 +238,3 @@ def _probe_note(probe: CheckResult | None) -> str:
         return "; its confirm probe exited 1: it did not happen"
     status = "was killed at its time limit" if probe.code is None else f"exited {probe.code}"
     return f"; its confirm probe {status}: still in doubt"
-
-
-def _shells_open_elsewhere(repo: pygit2.Repository, me: str) -> list[tuple[str, int, str]]:
-    """(run, LSN, pre tree) of each other run of this worktree whose newest record
-    is an open shell intent (its command may be running, or its closing not yet
-    appended: a killed agent's call too, until its run is recovered)."""
-    out = []
-    for rid, chain, head in runs_here(repo, me):
-        try:
-            last = chain.head_records(head)[-1]
-        except WalError:
-            continue
-        if isinstance(last, Intent) and last.tool == EXEC_TOOL and last.pre:
-            out.append((str(rid), int(last.lsn), last.pre[0]))
-    return out
