@@ -77,3 +77,24 @@ def test_the_resume_prompt_names_what_other_runs_changed_on_this_runs_paths(
     assert [c["path"] for c in data["changed_elsewhere"]] == ["src/x.txt", "src/y.txt"]
     # Nothing of b's was touched by a's recovery.
     assert all((repo / p).read_bytes() == b"b\n" for p in ("src/x.txt", "src/y.txt"))
+
+
+def test_only_a_step_committed_after_the_intent_shows_it_landed() -> None:
+    from gitwal.history import Change
+    from gitwal.ids import Lsn, RunId
+    from gitwal.records.model import Intent
+    from gitwal.recovery.elsewhere import Elsewhere, landed_for
+
+    pre, post, later = "1" * 40, "2" * 40, "3" * 40
+    intent = Intent(RunId("a"), Lsn(2), "write_file", {"path": "f"}, ("f",), (pre,), (post,),
+                    (0o100644,), "safe", "k")
+
+    def landed(at: int, holds: str) -> bool:
+        # b changed f from a's post: before a's intent (its post then merely
+        # equal to what a meant to write), or after it (it read a's write).
+        b = Elsewhere("b", "", Lsn(2), at, (Change("f", post, 0o100644, later),))
+        return bool(landed_for(intent, 100, (holds,), [b]))
+
+    assert not landed(99, later) and landed(101, later) and landed(101, pre)
+    assert landed(100, later)  # the same second, f holds b's post: a's write was read
+    assert not landed(100, pre)  # same second, f holds a's pre: b may have come first

@@ -47,7 +47,7 @@ from ..report import (
     Report,
 )
 from ..worktree.tree import Worktree
-from .elsewhere import Elsewhere, changed_on, last_commit_time, steps_since
+from .elsewhere import Elsewhere, appended_at, changed_on, last_commit_time, steps_since
 from .files import FileDecisions
 from .scan import Scan
 from .shell import ExecDecisions
@@ -71,6 +71,7 @@ class Recovery(ExecDecisions, FileDecisions):
         self._others: dict[tuple[str, str], str] | None = None
         self._since: int | None = None  # when this run last committed a step
         self._elsewhere: list[Elsewhere] | None = None
+        self.intent_at: dict[int, int] = {}  # open intent LSN -> its append's time
 
     def _append(self, record: Record, refs: list[Ref] | None = None) -> None:
         self.head = self.store.append([record], refs or [], self.head)
@@ -88,6 +89,8 @@ class Recovery(ExecDecisions, FileDecisions):
         self.next_lsn = Lsn(scan.last.lsn + 1)
         plan = self.store.plan(scan.first)
         open_intents = scan.open_intents()
+        if self.head is not None:
+            self.intent_at = appended_at(self.store, self.head, [i.lsn for i in open_intents])
         self.approved = scan.approved
         running = {i.lsn: path for i in open_intents if i.tool == "exec"
                    and (path := self.store.command_running(i.lsn)) is not None}

@@ -83,16 +83,39 @@ def _recent(repo: pygit2.Repository, chain: Chain, head: CommitId, task: str,
             for c, at in commits if c.intent in intents]
 
 
-def landed_for(intent: Intent, others: Sequence[Elsewhere]) -> dict[str, Elsewhere]:
-    """Targets of ``intent`` whose post-image a step of another run began from."""
+def appended_at(chain: Chain, head: CommitId, lsns: Iterable[int]) -> dict[int, int]:
+    """The time of the append that carries each of ``lsns`` (records near the head:
+    a run's open intents), reading back only as far as the oldest of them."""
+    wanted = set(lsns)
+    out: dict[int, int] = {}
+    for commit, records in chain.appends(head):
+        for r in records:
+            if r.lsn in wanted:
+                out[r.lsn] = commit.commit_time
+        if wanted <= out.keys():
+            break
+    return out
+
+
+def landed_for(intent: Intent, at: int, now: Sequence[str],
+               others: Sequence[Elsewhere]) -> dict[str, Elsewhere]:
+    """Targets of ``intent`` (appended at ``at``; its targets hold ``now``) whose
+    post-image a step of another run, committed after it, began from.
+
+    "After" by whole seconds: a step committed in the same second counts only
+    where the target does not hold the intent's pre-image, since a step that
+    ended in that state before the intent (which then began from it) reads
+    the same as one that put the old bytes back after it."""
     if intent.post is None:
         return {}
-    wanted = {(p, post) for p, pre, post in zip(intent.target, intent.pre, intent.post,
-                                                 strict=True) if post != pre}
+    holds = dict(zip(intent.target, now, strict=True))
+    wanted = {(p, post): pre for p, pre, post in zip(intent.target, intent.pre, intent.post,
+                                                     strict=True) if post != pre}
     out: dict[str, Elsewhere] = {}
     for s in others:
         for c in s.changes:
-            if (c.path, c.before) in wanted:
+            pre = wanted.get((c.path, c.before))
+            if pre is not None and (s.at > at or (s.at == at and holds[c.path] != pre)):
                 out.setdefault(c.path, s)
     return out
 

@@ -20,6 +20,7 @@ class DecisionHost:
     restore: bool
     next_lsn: Lsn
     approved: dict[Lsn, Approval]  # irreversible intents a person approved
+    intent_at: dict[int, int]  # open intent LSN -> the time of the append carrying it
 
     def _append(self, record: Record, refs: list[Ref] | None = None) -> None:
         raise NotImplementedError
