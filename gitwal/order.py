@@ -113,10 +113,18 @@ def common_base(repo: pygit2.Repository, bases: Iterable[str]) -> str | None:
     the tree the order starts from."""
     found = list(dict.fromkeys(bases))
     for cand in found:
-        oid = pygit2.Oid(hex=cand)
-        if all(b == cand or repo.descendant_of(pygit2.Oid(hex=b), oid) for b in found):
+        if all(b == cand or _after(repo, b, cand) for b in found):
             return cand
     return None
+
+
+def _after(repo: pygit2.Repository, commit: str, base: str) -> bool:
+    """Whether ``commit`` descends from ``base`` (no: either is not here, as for
+    a fetched run whose base commit was not fetched)."""
+    try:
+        return bool(repo.descendant_of(pygit2.Oid(hex=commit), pygit2.Oid(hex=base)))
+    except (ValueError, pygit2.GitError):
+        return False
 
 
 def state_in(repo: pygit2.Repository, commit: str | None) -> Callable[[str], str] | None:
@@ -352,10 +360,9 @@ def plan_of(repo: pygit2.Repository, run: str) -> Plan:
 
 def since(repo: pygit2.Repository, runs: Iterable[str], base: str) -> list[str]:
     """The runs that began on ``base`` or on a commit after it."""
-    oid = pygit2.Oid(hex=base)
     out = []
     for r in runs:
-        began = pygit2.Oid(hex=plan_of(repo, r).base)
-        if began == oid or repo.descendant_of(began, oid):
+        began = plan_of(repo, r).base
+        if began == base or _after(repo, began, base):
             out.append(r)
     return out

@@ -210,3 +210,14 @@ def test_random_interleavings_with_reverts_are_ordered_and_a_stale_read_is_one_f
             for c in s.changes:
                 assert state[c.path] == c.before, (s.key, c.path)
                 state[c.path] = c.after
+
+
+def test_a_run_whose_base_is_not_here_is_ordered_without_a_start(repo: Path) -> None:
+    import pygit2
+
+    from gitwal.order import common_base
+
+    git_repo = pygit2.Repository(str(repo))
+    head = str(git_repo.head.target)
+    assert common_base(git_repo, [head, "1" * 40]) is None  # not a traceback
+    assert common_base(git_repo, [head, head]) == head
