@@ -66,7 +66,7 @@ def _cache(repo: pygit2.Repository, run: str) -> Path:
 def _read(path: Path, run: str) -> tuple[str | None, Held]:
     try:
         data = json.loads(path.read_bytes())
-        held = {p: Live(run, p, int(lsn), int(until)) for p, lsn, until in data["held"]}
+        held = {str(p): Live(run, str(p), int(lsn), int(until)) for p, lsn, until in data["held"]}
         return str(data["head"]), held
     except (OSError, ValueError, KeyError, TypeError):
         return None, {}  # missing, torn or not ours: fold from the log
