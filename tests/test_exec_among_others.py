@@ -9,13 +9,14 @@ other run works, so the interleaving is fixed without sleeping.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
 import signal
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,20 @@ def exec_around(repo: Path, tmp_path: Path, during: Callable[[], object]) -> Non
     _fifo(go, "w", a)
     _, err = a.communicate(timeout=60)
     assert a.returncode == 0, err.decode()
+
+
+@contextlib.contextmanager
+def reaped(*procs: subprocess.Popen[bytes]) -> Iterator[None]:
+    """Kill (with their commands) the steps a failed assertion left waiting on a
+    fifo: a failing test must not leave processes behind. Each was started in a
+    session of its own."""
+    try:
+        yield
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
 
 
 def record(repo: Path, run: str, kind: str) -> list[dict[str, Any]]:
@@ -331,17 +346,19 @@ def test_a_restore_leaves_what_another_runs_open_shell_step_changed(
     # its intent is open, b.txt in no snapshot of A's.
     b = subprocess.Popen([GIT_WAL, "exec", "--run", "run-b", "--", "sh", "-c",
                           f"echo B > b.txt; echo up > '{started}'; read x < '{go}'"],
-                         cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    _fifo(started, "r", b)
-    report = json.loads(ok(repo, "recover", "--run", "run-a", "--restore", "--json"))
-    [step] = report["intents"]
-    assert step["action"] == "restored", step
-    assert "b.txt (maybe changed by run run-b's shell step, LSN 2, still open)" \
-        in step["detail"]
-    assert not (repo / "a.txt").exists()  # A's own change, put back (and saved)
-    assert (repo / "b.txt").read_text() == "B\n"  # B's, left as it is
-    _fifo(go, "w", b)
-    _, err = b.communicate(timeout=60)
+                         cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         start_new_session=True)
+    with reaped(b):
+        _fifo(started, "r", b)
+        report = json.loads(ok(repo, "recover", "--run", "run-a", "--restore", "--json"))
+        [step] = report["intents"]
+        assert step["action"] == "restored", step
+        assert "b.txt (maybe changed by run run-b's shell step, LSN 2, still open)" \
+            in step["detail"]
+        assert not (repo / "a.txt").exists()  # A's own change, put back (and saved)
+        assert (repo / "b.txt").read_text() == "B\n"  # B's, left as it is
+        _fifo(go, "w", b)
+        _, err = b.communicate(timeout=60)
     assert b.returncode == 0, err.decode()
     [commit] = record(repo, "run-b", "commit")
     assert commit["intent"] == 2 and (repo / "b.txt").read_text() == "B\n"
@@ -358,22 +375,26 @@ def test_a_failed_shell_step_leaves_what_another_runs_open_shell_step_changed(
     os.mkfifo(b_go)
     a = subprocess.Popen([GIT_WAL, "exec", "--run", "run-a", "--", "sh", "-c",
                           f"echo A > a.txt; echo up > '{started}'; read x < '{go}'; exit 1"],
-                         cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    _fifo(started, "r", a)
-    # B's shell step starts while A's command waits (after A wrote a.txt) and
-    # writes b.txt: A's failure must put back a.txt only.
-    b = subprocess.Popen([GIT_WAL, "exec", "--run", "run-b", "--", "sh", "-c",
-                          f"echo B > b.txt; echo up > '{b_started}'; read x < '{b_go}'"],
-                         cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    _fifo(b_started, "r", b)
-    _fifo(go, "w", a)
-    _, err = a.communicate(timeout=60)
-    assert a.returncode == 1, err.decode()
-    assert "left b.txt (maybe changed by run run-b's shell step, LSN 2, still open)" \
-        in err.decode()
-    assert not (repo / "a.txt").exists() and (repo / "b.txt").read_text() == "B\n"
-    _fifo(b_go, "w", b)
-    _, err = b.communicate(timeout=60)
+                         cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         start_new_session=True)
+    with reaped(a):
+        _fifo(started, "r", a)
+        # B's shell step starts while A's command waits (after A wrote a.txt)
+        # and writes b.txt: A's failure must put back a.txt only.
+        b = subprocess.Popen([GIT_WAL, "exec", "--run", "run-b", "--", "sh", "-c",
+                              f"echo B > b.txt; echo up > '{b_started}'; read x < '{b_go}'"],
+                             cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             start_new_session=True)
+        with reaped(b):
+            _fifo(b_started, "r", b)
+            _fifo(go, "w", a)
+            _, err = a.communicate(timeout=60)
+            assert a.returncode == 1, err.decode()
+            assert "left b.txt (maybe changed by run run-b's shell step, LSN 2, still open)" \
+                in err.decode()
+            assert not (repo / "a.txt").exists() and (repo / "b.txt").read_text() == "B\n"
+            _fifo(b_go, "w", b)
+            _, err = b.communicate(timeout=60)
     assert b.returncode == 0, err.decode()
     assert (repo / "b.txt").read_text() == "B\n"
     verified(repo, "run-a", "run-b")
