@@ -79,7 +79,7 @@ def test_the_resume_prompt_names_what_other_runs_changed_on_this_runs_paths(
     assert all((repo / p).read_bytes() == b"b\n" for p in ("src/x.txt", "src/y.txt"))
 
 
-def test_only_a_step_committed_after_the_intent_shows_it_landed() -> None:
+def test_only_a_step_that_began_after_the_intent_shows_it_landed() -> None:
     from gitwal.history import Change
     from gitwal.ids import Lsn, RunId
     from gitwal.records.model import Intent
@@ -89,12 +89,16 @@ def test_only_a_step_committed_after_the_intent_shows_it_landed() -> None:
     intent = Intent(RunId("a"), Lsn(2), "write_file", {"path": "f"}, ("f",), (pre,), (post,),
                     (0o100644,), "safe", "k")
 
-    def landed(at: int, holds: str) -> bool:
-        # b changed f from a's post: before a's intent (its post then merely
-        # equal to what a meant to write), or after it (it read a's write).
-        b = Elsewhere("b", "", Lsn(2), at, (Change("f", post, 0o100644, later),))
-        return bool(landed_for(intent, 100, (holds,), [b]))
+    def landed(tool: str, noted: dict[str, int] | None, at: int = 100) -> bool:
+        # b changed f from a's post: after a's intent (it read a's write), or
+        # before it (its post then merely what a meant to write): states alone
+        # cannot tell, b's notes of the other runs' LSNs at its intent can.
+        b = Elsewhere("b", "", Lsn(2), at, (Change("f", post, 0o100644, later),), tool, noted)
+        return bool(landed_for(intent, 100, [b]))
 
-    assert not landed(99, later) and landed(101, later) and landed(101, pre)
-    assert landed(100, later)  # the same second, f holds b's post: a's write was read
-    assert not landed(100, pre)  # same second, f holds a's pre: b may have come first
+    assert landed("exec", {"a": 2}) and landed("exec", {"a": 5})
+    assert not landed("exec", {"a": 1}) and not landed("exec", {})
+    assert landed("exec", None, at=101) and not landed("exec", None, at=100)  # older logs
+    # A file step of b on f cannot have come after a's open intent on f (it is
+    # refused while the intent is open): it came before.
+    assert not landed("write_file", None, at=200)

@@ -27,8 +27,9 @@ from ..history import Change, changes_of
 from ..ids import CommitId, Lsn, RunId
 from ..log.chain import Chain
 from ..log.others import runs_here
-from ..records.model import Commit, Intent
+from ..records.model import EXEC_TOOL, Commit, Intent
 from ..report import ChangedElsewhere
+from ..shell_among import OTHERS_ARG
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,9 @@ class Elsewhere:
     lsn: Lsn
     at: int  # Unix seconds of the append that committed it
     changes: tuple[Change, ...]
+    tool: str = ""
+    # A shell step's ``args.others``: every other run's newest LSN at its intent.
+    noted: dict[str, int] | None = None
 
 
 def last_commit_time(chain: Chain, head: CommitId) -> int:
@@ -78,9 +82,15 @@ def _recent(repo: pygit2.Repository, chain: Chain, head: CommitId, task: str,
                 intents[r.lsn] = r
         if not late and all(c.intent in intents for c, _ in commits):
             break
-    return [Elsewhere(str(chain.run), task, intents[c.intent].lsn, at,
-                      changes_of(repo, intents[c.intent], c))
-            for c, at in commits if c.intent in intents]
+    out = []
+    for c, at in commits:
+        step = intents.get(c.intent)
+        if step is None:
+            continue
+        noted = step.args.get(OTHERS_ARG) if step.tool == EXEC_TOOL else None
+        out.append(Elsewhere(str(chain.run), task, step.lsn, at, changes_of(repo, step, c),
+                             step.tool, noted if isinstance(noted, dict) else None))
+    return out
 
 
 def appended_at(chain: Chain, head: CommitId, lsns: Iterable[int]) -> dict[int, int]:
@@ -97,25 +107,29 @@ def appended_at(chain: Chain, head: CommitId, lsns: Iterable[int]) -> dict[int, 
     return out
 
 
-def landed_for(intent: Intent, at: int, now: Sequence[str],
-               others: Sequence[Elsewhere]) -> dict[str, Elsewhere]:
-    """Targets of ``intent`` (appended at ``at``; its targets hold ``now``) whose
-    post-image a step of another run, committed after it, began from.
+def landed_for(intent: Intent, at: int, others: Sequence[Elsewhere]) -> dict[str, Elsewhere]:
+    """Targets of ``intent`` (of this run, appended at ``at``) whose post-image a
+    step of another run that began after the intent began from.
 
-    "After" by whole seconds: a step committed in the same second counts only
-    where the target does not hold the intent's pre-image, since a step that
-    ended in that state before the intent (which then began from it) reads
-    the same as one that put the old bytes back after it."""
+    "Began after": only a shell step can (a file step of another run on a
+    path an open intent names is refused), and its intent notes every other
+    run's newest LSN (``args.others``): this run's at least the intent's. A
+    shell step logged before those notes existed counts only when it was
+    committed in a later second than the intent was appended. States alone
+    cannot tell "it ended in this step's post before the intent" from "it
+    read this step's write", so nothing else counts."""
     if intent.post is None:
         return {}
-    holds = dict(zip(intent.target, now, strict=True))
-    wanted = {(p, post): pre for p, pre, post in zip(intent.target, intent.pre, intent.post,
-                                                     strict=True) if post != pre}
+    wanted = {(p, post) for p, pre, post in zip(intent.target, intent.pre, intent.post,
+                                                 strict=True) if post != pre}
     out: dict[str, Elsewhere] = {}
     for s in others:
+        if s.tool != EXEC_TOOL:
+            continue
+        after = (s.noted.get(str(intent.run), 0) >= intent.lsn if s.noted is not None
+                 else s.at > at)
         for c in s.changes:
-            pre = wanted.get((c.path, c.before))
-            if pre is not None and (s.at > at or (s.at == at and holds[c.path] != pre)):
+            if after and (c.path, c.before) in wanted:
                 out.setdefault(c.path, s)
     return out
 

@@ -48,8 +48,7 @@ class FileDecisions(DecisionHost):
         # Another run's committed step began from this step's post-image: it
         # landed (that run read it). Redoing or restoring it would undo that
         # run's work, so it is committed, the tree left as it is.
-        landed = landed_for(intent, self.intent_at.get(intent.lsn, 0), now,
-                            self._steps_elsewhere())
+        landed = landed_for(intent, self.intent_at.get(intent.lsn, 0), self._steps_elsewhere())
         if landed and all(state == post or p in landed for p, state, post
                           in zip(intent.target, now, intent.post, strict=True)):
             return self._landed_elsewhere(intent, landed, dry_run)
