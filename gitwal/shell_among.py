@@ -43,7 +43,7 @@ from .errors import WalError
 from .history import changes_of, tree_changes
 from .ids import UNKNOWN, TreeId
 from .log.chain import Chain
-from .log.others import runs_here
+from .log.others import closed_steps, runs_here
 from .log.segments import Failure
 from .records.model import EXEC_TOOL, Abort, Claim, Commit, Intent, Record, Seal, Unlogged
 from .worktree.snapshot import tree_state
@@ -71,29 +71,19 @@ def others_now(repo: pygit2.Repository, me: str) -> dict[str, int]:
 
 
 def _closed_since(chain: Chain, seen: int) -> list[tuple[Intent, Commit | None]]:
-    """The steps of one run whose commit came after LSN ``seen``, newest first;
-    first of all its open file intent, if its newest record is one (a step
-    that may have written its targets and not yet appended its commit)."""
+    """The steps of one run whose commit came after LSN ``seen``, newest commit
+    first; first of all its open file intent, if its newest record is one (a
+    step that may have written its targets and not yet appended its commit)."""
     head = chain.head()
-    commits: list[Commit] = []
-    intents: dict[int, Intent] = {}
-    in_flight: list[tuple[Intent, Commit | None]] = []
-    if head is not None:
-        last = chain.head_records(head)[-1]
-        if isinstance(last, Intent) and last.tool != EXEC_TOOL:
-            in_flight.append((last, None))
-    while head is not None:
-        records = chain.head_records(head)
-        for rec in reversed(records):
-            if isinstance(rec, Commit) and rec.lsn > seen:
-                commits.append(rec)
-            elif isinstance(rec, Intent):
-                intents[rec.lsn] = rec
-        wanted = [c.intent for c in commits if c.intent not in intents]
-        if records[0].lsn <= seen and not wanted:
-            break
-        head = chain.parent(head)
-    return in_flight + [(intents[c.intent], c) for c in commits if c.intent in intents]
+    if head is None:
+        return []
+    out: list[tuple[Intent, Commit | None]] = []
+    last = chain.head_records(head)[-1]
+    if isinstance(last, Intent) and last.tool != EXEC_TOOL:
+        out.append((last, None))
+    closed = sorted(closed_steps(chain, head, lambda lsn, _at: lsn <= seen),
+                    key=lambda step: -step[1].lsn)
+    return out + [(intent, commit) for intent, commit, _at in closed]
 
 
 def _posts(repo: pygit2.Repository, step: Intent, commit: Commit | None) -> dict[str, str]:
@@ -148,8 +138,6 @@ def left_by_others(repo: pygit2.Repository, me: str, found: dict[str, str]) -> N
 def _name_from(repo: pygit2.Repository, chain: Chain, head: Any, found: dict[str, str],
                named: dict[str, tuple[str, int]]) -> None:
     mine: dict[str, tuple[int, int]] = {}  # path -> (closing LSN, step LSN), the newest
-    pending: list[Commit] = []
-    intents: dict[int, Intent] = {}
 
     def match(step: Intent, commit: Commit | None) -> None:
         closed = commit.lsn if commit is not None else 1 << 62  # in flight: newest of all
@@ -161,16 +149,9 @@ def _name_from(repo: pygit2.Repository, chain: Chain, head: Any, found: dict[str
     last = chain.head_records(head)[-1]
     if isinstance(last, Intent) and last.tool != EXEC_TOOL:
         match(last, None)
-    for n, (_commit, records) in enumerate(chain.appends(head)):
-        for rec in reversed(records):
-            if isinstance(rec, Commit):
-                pending.append(rec)
-            elif isinstance(rec, Intent):
-                intents[rec.lsn] = rec
-        for c in [c for c in pending if c.intent in intents]:
-            pending.remove(c)
-            match(intents[c.intent], c)
-        if len(named) + len(mine) == len(found) or n + 1 >= WALK_LIMIT:
+    for step, commit, _at in closed_steps(chain, head, limit=WALK_LIMIT):
+        match(step, commit)
+        if len(named) + len(mine) == len(found):
             break
     for path, (_closed, lsn) in mine.items():
         named.setdefault(path, (str(chain.run), lsn))

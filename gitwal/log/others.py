@@ -12,14 +12,14 @@ run's plan is read only when an open intent names one of the paths.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import pygit2
 
 from ..errors import WalError
 from ..ids import CommitId, RunId
-from ..records.model import EXEC_TOOL, Intent, agent_tag
+from ..records.model import EXEC_TOOL, Commit, Intent, agent_tag
 from ..repository import worktree_name
 from .chain import Chain
 from .pathlocks import BUSY_HINT, PathBusy, busy_message
@@ -77,6 +77,32 @@ def runs_here(repo: pygit2.Repository, me: str) -> Iterator[tuple[RunId, Chain, 
             continue
 
 
+def closed_steps(chain: Chain, head: CommitId,
+                 old: Callable[[int, int], bool] = lambda _lsn, _at: False,
+                 limit: int | None = None) -> Iterator[tuple[Intent, Commit, int]]:
+    """(intent, commit, time of the commit's append) of ``chain``'s committed
+    steps, reading appends newest first; a step comes out once its intent is
+    read (so not strictly newest first). A commit ``old(its LSN, its time)``
+    calls old is not wanted; the walk stops at the first append whose first
+    record is old once every wanted commit has its intent, or after ``limit``
+    appends. Callers stop early by leaving the loop."""
+    pending: list[tuple[Commit, int]] = []
+    intents: dict[int, Intent] = {}
+    for n, (append, records) in enumerate(chain.appends(head), 1):
+        at = append.commit_time
+        for rec in records:
+            if isinstance(rec, Commit) and not old(rec.lsn, at):
+                pending.append((rec, at))
+            elif isinstance(rec, Intent):
+                intents[rec.lsn] = rec
+        ready = [(c, t) for c, t in pending if c.intent in intents]
+        pending = [(c, t) for c, t in pending if c.intent not in intents]
+        for c, t in ready:
+            yield intents[c.intent], c, t
+        if (old(records[0].lsn, at) and not pending) or (limit is not None and n >= limit):
+            return
+
+
 def open_step_on(repo: pygit2.Repository, me: RunId, paths: Sequence[str]) -> OpenStep | None:
     """The first other run (bound to this worktree, or unbound) whose newest
     record is an open file intent on one of ``paths``; None if there is none.
@@ -100,4 +126,4 @@ def open_step_on(repo: pygit2.Repository, me: RunId, paths: Sequence[str]) -> Op
     return None
 
 
-__all__ = ["OpenStep", "open_step_on", "runs_here"]
+__all__ = ["OpenStep", "closed_steps", "open_step_on", "runs_here"]

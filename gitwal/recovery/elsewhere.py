@@ -26,7 +26,7 @@ from ..errors import WalError
 from ..history import Change, changes_of
 from ..ids import CommitId, Lsn, RunId
 from ..log.chain import Chain
-from ..log.others import runs_here
+from ..log.others import closed_steps, runs_here
 from ..records.model import EXEC_TOOL, Commit, Intent
 from ..report import ChangedElsewhere
 from ..shell_among import OTHERS_ARG
@@ -71,22 +71,8 @@ def steps_since(repo: pygit2.Repository, me: RunId, since: int) -> list[Elsewher
 
 def _recent(repo: pygit2.Repository, chain: Chain, head: CommitId, task: str,
             since: int) -> list[Elsewhere]:
-    commits: list[tuple[Commit, int]] = []
-    intents: dict[int, Intent] = {}
-    for commit, records in chain.appends(head):
-        late = commit.commit_time >= since
-        for r in records:
-            if isinstance(r, Commit) and late:
-                commits.append((r, commit.commit_time))
-            elif isinstance(r, Intent):
-                intents[r.lsn] = r
-        if not late and all(c.intent in intents for c, _ in commits):
-            break
     out = []
-    for c, at in commits:
-        step = intents.get(c.intent)
-        if step is None:
-            continue
+    for step, c, at in closed_steps(chain, head, lambda _lsn, at: at < since):
         noted = step.args.get(OTHERS_ARG) if step.tool == EXEC_TOOL else None
         out.append(Elsewhere(str(chain.run), task, step.lsn, at, changes_of(repo, step, c),
                              step.tool, noted if isinstance(noted, dict) else None))
