@@ -182,6 +182,25 @@ def test_load_key_refuses_non_ed25519_and_encrypted_keys(tmp_path: Path) -> None
     ecdsa = ssh_key(tmp_path, "ecdsa", "ecdsa")
     with pytest.raises(BadKey, match="holds an ECDSA key; gitwal signs with Ed25519"):
         keys.load_key(ecdsa)
+    rsa = ssh_key(tmp_path, "rsa", "rsa")
+    with pytest.raises(BadKey, match="holds an RSA key; gitwal signs with Ed25519"):
+        keys.load_key(rsa)
+    # DSA: named from the file, with no key object of a deprecated type built
+    # (the suite turns cryptography's DeprecationWarning into an error)
+    if keygen("-q", "-t", "dsa", "-N", "", "-f", str(tmp_path / "dsa")).returncode == 0:
+        with pytest.raises(BadKey, match="holds a DSA key; gitwal signs with Ed25519"):
+            keys.load_key(tmp_path / "dsa")
+    # an encrypted key of another type is refused as that type, without its passphrase
+    assert keygen("-q", "-t", "rsa", "-N", "pw", "-f", str(tmp_path / "rsa_enc")).returncode == 0
+    with pytest.raises(BadKey, match="holds an RSA key"):
+        keys.load_key(tmp_path / "rsa_enc")
+    # a damaged body is reported, never half-read
+    broken = tmp_path / "broken"
+    text = (tmp_path / "ecdsa").read_text().splitlines()
+    broken.write_text("\n".join([text[0], "b3BlbnNzaC1rZXktdjEAAAAA", text[-1]]) + "\n")
+    broken.chmod(0o600)
+    with pytest.raises(BadKey, match=r"cannot read the signing key .*ends early"):
+        keys.load_key(broken)
 
     enc = tmp_path / "enc"
     assert keygen("-q", "-t", "ed25519", "-N", "s3cret", "-f", str(enc)).returncode == 0

@@ -14,13 +14,20 @@ from pathlib import Path
 import pygit2
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import dsa, ec, rsa
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from ..durable import atomic_write, create_new, makedirs_durable
 from ..userconfig import config_dir
 from .errors import BadKey, KeyExists, SigningError
-from .sshwire import ED25519, ed25519_blob, fingerprint, parse_public_key, public_key_line
+from .sshwire import (
+    ED25519,
+    WireError,
+    ed25519_blob,
+    fingerprint,
+    parse_public_key,
+    private_key_type,
+    public_key_line,
+)
 
 __all__ = ["SigningKey", "default_key_path", "generate_key", "load_key",
            "refuse_inside_repository"]
@@ -143,6 +150,18 @@ def refuse_inside_repository(path: Path, repo: pygit2.Repository) -> None:
             )
 
 
+_KINDS = {"ssh-rsa": "an RSA", "ssh-dss": "a DSA", "sk-ssh-ed25519@openssh.com":
+          "a security-key (FIDO) Ed25519", "sk-ecdsa-sha2-nistp256@openssh.com":
+          "a security-key (FIDO) ECDSA"}
+
+
+def _key_kind(ssh_type: str) -> str:
+    """How an error names a key of OpenSSH type ``ssh_type`` ("an RSA", "an ECDSA" ...)."""
+    if ssh_type.startswith("ecdsa-sha2-"):
+        return "an ECDSA"
+    return _KINDS.get(ssh_type, f"a {ssh_type!r}")
+
+
 def load_key(path: Path, passphrase: bytes | None = None) -> SigningKey:
     """Read an Ed25519 private key in OpenSSH format.
 
@@ -178,6 +197,16 @@ def load_key(path: Path, passphrase: bytes | None = None) -> SigningKey:
     if b"-----BEGIN OPENSSH PRIVATE KEY-----" not in data:
         raise BadKey(f"{path} is not an OpenSSH private key",
                      f"gitwal reads keys that ssh-keygen writes; {create}")
+    # The type is named from the file itself, before anything is decrypted or
+    # loaded: no key class of another algorithm is touched (cryptography
+    # deprecates some, DSA among them, and warns on their names).
+    try:
+        kind = private_key_type(data)
+    except WireError as e:
+        raise BadKey(f"cannot read the signing key {path}: {e}", create) from None
+    if kind != ED25519:
+        raise BadKey(f"{path} holds {_key_kind(kind)} key; gitwal signs with Ed25519 keys only",
+                     create)
     try:
         key = serialization.load_ssh_private_key(data, passphrase)
     except TypeError as e:  # encrypted without a passphrase, or a passphrase for a plain key
@@ -192,11 +221,9 @@ def load_key(path: Path, passphrase: bytes | None = None) -> SigningKey:
         raise BadKey(f"cannot read the signing key {path}: {e}", create) from None
     except ValueError as e:
         raise BadKey(f"cannot read the signing key {path}: {e}", create) from None
-    if not isinstance(key, Ed25519PrivateKey):
-        kinds = ((rsa.RSAPrivateKey, "an RSA"), (ec.EllipticCurvePrivateKey, "an ECDSA"),
-                 (dsa.DSAPrivateKey, "a DSA"))
-        kind = next((k for cls, k in kinds if isinstance(key, cls)), f"a {type(key).__name__}")
-        raise BadKey(f"{path} holds {kind} key; gitwal signs with Ed25519 keys only", create)
+    if not isinstance(key, Ed25519PrivateKey):  # the file said ssh-ed25519; its key did not
+        raise BadKey(f"{path} holds a {type(key).__name__} key; gitwal signs with Ed25519 "
+                     "keys only", create)
     comment = ""
     pub = path.with_name(path.name + ".pub")
     try:

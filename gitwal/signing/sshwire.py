@@ -112,3 +112,37 @@ def parse_public_key(keytype: str, b64: str) -> bytes:
     if inner != keytype:
         raise ValueError(f"the line says {keytype} but the key is {inner}")
     return blob
+
+
+_OPENSSH_BEGIN = b"-----BEGIN OPENSSH PRIVATE KEY-----"
+_OPENSSH_END = b"-----END OPENSSH PRIVATE KEY-----"
+_OPENSSH_MAGIC = b"openssh-key-v1\0"
+
+
+def private_key_type(pem: bytes) -> str:
+    """The key type an OpenSSH private key file names (``ssh-ed25519``, ``ssh-rsa`` ...).
+
+    Read from the file's public section (PROTOCOL.key: magic, cipher, kdf,
+    kdf options, key count, then each public key blob), which is in the clear
+    even when the key is encrypted: a key of another type is named and refused
+    without decrypting it or building a key object of a type a cryptography
+    release may deprecate. Raises WireError when the file is not of that form.
+    """
+    start = pem.find(_OPENSSH_BEGIN)
+    end = pem.find(_OPENSSH_END, start)
+    if start < 0 or end < 0:
+        raise WireError("not an OpenSSH private key")
+    try:
+        body = base64.b64decode(b"".join(pem[start + len(_OPENSSH_BEGIN) : end].split()),
+                                validate=True)
+    except binascii.Error:
+        raise WireError("the key is not valid base64") from None
+    if not body.startswith(_OPENSSH_MAGIC):
+        raise WireError("not an openssh-key-v1 key")
+    r = Reader(body[len(_OPENSSH_MAGIC) :])
+    r.string()  # cipher name
+    r.string()  # kdf name
+    r.string()  # kdf options
+    if r.uint32() < 1:
+        raise WireError("the file holds no key")
+    return key_type(r.string())
