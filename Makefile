@@ -1,15 +1,34 @@
 PY ?= python3
-VENV := .venv
+VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The lock: every package the project's own runs install, pinned with hashes
+# (make lock writes it from pyproject.toml and requirements.in). Users who
+# `pip install gitwal` get pyproject's ranges instead.
+LOCK := requirements.txt
+LATEST := .venv-latest
 
-.PHONY: demo demo-agents test check lint bench torture crash-states tools agent-clis clean
+.PHONY: demo demo-agents test test-latest check lint lock bench torture crash-states tools \
+	agent-clis clean
 
-$(STAMP): pyproject.toml
+# Exactly the lock, hashes checked, then gitwal itself without dependencies (its
+# build backend, setuptools, comes from the lock too: no unpinned download).
+# -qq: the build backend's warnings about the hooks/ layout are noise here;
+# errors still print.
+$(STAMP): pyproject.toml $(LOCK)
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -qq --require-hashes --no-deps -r $(LOCK)
+	$(BIN)/pip install -qq --no-deps --no-build-isolation -e .
+	@$(BIN)/pip check >/dev/null || { $(BIN)/pip check; \
+		echo "error: $(LOCK) does not satisfy pyproject.toml" >&2; \
+		echo "hint: run 'make lock' and commit $(LOCK)" >&2; exit 1; }
 	touch $(STAMP)
+
+# Refresh the lock: the newest releases pyproject's ranges allow, for every
+# Python the project supports (one universal resolution), with hashes.
+lock: $(STAMP)
+	$(BIN)/uv pip compile pyproject.toml requirements.in --extra test --universal \
+		--python-version 3.11 --generate-hashes --quiet -o $(LOCK)
 
 demo: $(STAMP)
 	$(BIN)/python -m bench.demo
@@ -26,6 +45,18 @@ PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider -n $(JOBS) --dist loadg
 # The whole suite, as CI runs it.
 test: $(STAMP) lint tools agent-clis
 	$(PYTEST); rc=$$?; [ $$rc -eq 5 ] && exit 0; exit $$rc
+
+# Not a gate: the whole suite on the newest releases pyproject's ranges allow,
+# in a venv of its own, to see an upstream release break gitwal before a lock
+# refresh does (docs/development.md).
+test-latest:
+	rm -rf $(LATEST)
+	$(PY) -m venv $(LATEST)
+	$(LATEST)/bin/pip install -qq --upgrade pip
+	$(LATEST)/bin/pip install -qq --upgrade -e '.[test]'
+	touch $(LATEST)/.installed
+	$(LATEST)/bin/pip list --format=freeze > $(LATEST)/versions.txt
+	$(MAKE) test VENV=$(LATEST)
 
 # The inner loop: lint, types and every test not marked `slow` (no kills,
 # crash states, torture or end-to-end runs).
@@ -63,4 +94,4 @@ crash-states: $(STAMP) tools
 	GITWAL_CRASH_STATES=all $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/test_crash_states.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(LATEST) build *.egg-info
