@@ -7,8 +7,9 @@ STAMP := $(VENV)/.installed
 # `pip install gitwal` get pyproject's ranges instead.
 LOCK := requirements.txt
 LATEST := .venv-latest
+LOWEST := .venv-lowest
 
-.PHONY: demo demo-agents test test-latest check lint lock bench torture crash-states tools \
+.PHONY: demo demo-agents test test-latest test-lowest check lint lock bench torture crash-states tools \
 	agent-clis clean
 
 # Exactly the lock, hashes checked, then gitwal itself without dependencies (its
@@ -46,6 +47,19 @@ PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider -n $(JOBS) --dist loadg
 test: $(STAMP) lint tools agent-clis
 	$(PYTEST); rc=$$?; [ $$rc -eq 5 ] && exit 0; exit $$rc
 
+# The lower bounds of pyproject.toml, checked: the oldest release each range
+# allows (its own dependencies newest), then `make check` on them.
+test-lowest: $(STAMP)
+	rm -rf $(LOWEST)
+	$(BIN)/uv pip compile pyproject.toml --extra test --resolution lowest-direct \
+		--python-version 3.11 --quiet -o $(LOWEST).txt
+	$(PY) -m venv $(LOWEST)
+	$(LOWEST)/bin/pip install -qq --no-deps -r $(LOWEST).txt
+	$(LOWEST)/bin/pip install -qq --no-deps -e .
+	$(LOWEST)/bin/pip check
+	touch $(LOWEST)/.installed
+	$(MAKE) check VENV=$(LOWEST)
+
 # Not a gate: the whole suite on the newest releases pyproject's ranges allow,
 # in a venv of its own, to see an upstream release break gitwal before a lock
 # refresh does (docs/development.md).
@@ -71,10 +85,12 @@ lint: $(STAMP)
 	$(BIN)/python -m gitwal.mcp.schemas --check
 
 # Debian packages the suite uses: strace (crash-state checker), ssh-keygen
-# (signature interop tests). Installed only when missing.
+# (signature interop tests), fuse3 (libfuse3 and fusermount3 for the power-loss
+# tests' FUSE file system). Installed only when missing.
 tools:
-	@command -v strace >/dev/null && command -v ssh-keygen >/dev/null || \
-		(apt-get update -qq && apt-get install -y -qq strace openssh-client)
+	@command -v strace >/dev/null && command -v ssh-keygen >/dev/null && \
+		command -v fusermount3 >/dev/null || \
+		(apt-get update -qq && apt-get install -y -qq strace openssh-client fuse3)
 
 # The pinned agent CLIs (Claude Code, Codex, Gemini CLI) for tests/e2e
 # (docs/e2e.md), under .cache/; without npm the end-to-end tests skip, saying why.
@@ -94,4 +110,4 @@ crash-states: $(STAMP) tools
 	GITWAL_CRASH_STATES=all $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/test_crash_states.py
 
 clean:
-	rm -rf $(VENV) $(LATEST) build *.egg-info
+	rm -rf $(VENV) $(LATEST) $(LOWEST) $(LOWEST).txt build *.egg-info

@@ -58,7 +58,8 @@ def patterns(repo: pygit2.Repository) -> list[str]:
         defaults = True  # unset, or a value git cannot read: the safe side
     out = list(DEFAULT_PATTERNS) if defaults else []
     try:
-        out += [p.strip() for p in cfg.get_multivar(PATTERN_KEY) if p and p.strip()]
+        # str(): pygit2 yields str; its stubs before 1.21 say ConfigEntry
+        out += [s for p in cfg.get_multivar(PATTERN_KEY) if (s := str(p).strip())]
     except (KeyError, pygit2.GitError):
         pass
     return out
