@@ -21,10 +21,11 @@ from pathlib import Path
 import pygit2
 
 from .. import progress, secrets
-from ..durable import makedirs_durable, sync_filesystem
+from ..durable import fsync_names, makedirs_durable, sync_filesystem
 from ..errors import WalError
 from ..ids import ABSENT, TreeId
 from ..records.model import Intent
+from ..repository import common_dir
 
 CHECK = "check"  # the scratch index of the hook server's background tree check
 
@@ -62,7 +63,12 @@ class Snapshots:
         alone; because only the lock holder uses it, a leftover ``.lock`` is
         stale, and an index torn by a crash is only a lost cache: rebuilt.
         When it returns, the tree's objects and the working tree's files are
-        on stable storage (one syncfs, not an fsync per object).
+        on stable storage: git fsyncs each new loose object as it writes it,
+        and every path this snapshot found changed since the index's last one
+        (``git add -v`` names them) is fsynced by name with the directories
+        whose entries it changed, as are the object directories that gained
+        this tree's objects (:meth:`_make_durable`). A syncfs follows as an
+        extra; it is never the barrier (a no-op on FUSE mounts).
 
         ``scratch`` names another scratch index, for a snapshot taken without
         the run's lock (the hook server's background check): its caller holds
@@ -84,14 +90,41 @@ class Snapshots:
         excludes, changed = secrets.excludes_file(self.repo, pats)
         try:
             with progress.status("snapshotting the working tree", tick=True):
-                tree = self._write_tree(index, lock, excludes, pats, changed, watch)
+                tree, moved = self._write_tree(index, lock, excludes, pats, changed, watch)
         except WalError:
             index.unlink(missing_ok=True)  # torn or foreign: start from nothing
-            tree = self._write_tree(index, lock, excludes, pats, changed, watch)
+            tree, moved = self._write_tree(index, lock, excludes, pats, changed, watch)
+        self._make_durable(tree, moved)
         sync_filesystem(self.repo.path)
         if os.stat(self.repo.path).st_dev != os.stat(self.root).st_dev:
             sync_filesystem(self.root)
         return tree
+
+    def _make_durable(self, tree: TreeId, moved: list[str] | None) -> None:
+        """fsync by name what this snapshot took in: the paths ``moved`` (all of
+        the tree's when None: git's report did not parse), their directories,
+        and the object directories holding the tree's new loose objects.
+
+        Why by name: git fsyncs a loose object's file but not the directory
+        entry it links, and a shell command's files are fsynced by nobody; a
+        record may name both only once they are on stable storage, whatever
+        the file system (syncfs reaches no FUSE daemon)."""
+        root = self.repo[tree]
+        assert isinstance(root, pygit2.Tree)
+        paths = _all_paths(root) if moved is None else moved
+        fsync_names(self.root, paths)
+        oids = {str(root.id)}
+        for rel in paths:
+            parts = rel.split("/")
+            for i in range(1, len(parts) + 1):  # each directory on the way, then the blob
+                try:
+                    oids.add(str(root["/".join(parts[:i])].id))
+                except KeyError:
+                    break  # removed (or a secret left out): nothing new to hold
+        objects = common_dir(self.repo) / "objects"
+        fanout = sorted({o[:2] for o in oids if (objects / o[:2] / o[2:]).exists()})
+        if fanout:
+            fsync_names(objects, fanout)
 
     def _scratch_index(self, run: str) -> Path:
         return Path(self.repo.path) / "wal" / "index" / run
@@ -123,8 +156,11 @@ class Snapshots:
             path.unlink(missing_ok=True)
             path.with_name(path.name + ".lock").unlink(missing_ok=True)
 
-    def _write_tree(self, index: Path, lock: Path, excludes: Path,
-                    pats: list[str], recheck: bool, watch: Sequence[str] = ()) -> TreeId:
+    def _write_tree(self, index: Path, lock: Path, excludes: Path, pats: list[str],
+                    recheck: bool, watch: Sequence[str] = ()
+                    ) -> tuple[TreeId, list[str] | None]:
+        """The snapshot's tree, and the paths whose index entries it added or
+        removed (None when git's report did not parse)."""
         lock.unlink(missing_ok=True)  # stale: we hold the run lock
         # The repository and tree gitwal opened, named explicitly: they may come
         # from GIT_DIR/GIT_WORK_TREE with no .git entry in the tree to find.
@@ -152,14 +188,17 @@ class Snapshots:
         # rules, so untracked secrets are never read.
         cfg = ["-c", "core.fsync=loose-object", "-c", "core.fsyncMethod=fsync",
                "-c", "core.splitIndex=true", "-c", f"core.excludesFile={excludes}"]
-        added = secrets.added_paths(git(["add", "-A", "-v", "--", "."]))
+        report = git(["add", "-A", "-v", "--", "."])
+        added = secrets.added_paths(report)
         present = [w for w in watch if os.path.lexists(self.root / w)]
         if present:
             # Ignored files under the watched paths too (-f). Never without a
             # pathspec: that would force-add every ignored file of the tree.
             # Entries whose files are gone were removed by `add -A` above.
-            more = secrets.added_paths(git(["add", "-A", "-f", "-v", "--", *present]))
+            forced = git(["add", "-A", "-f", "-v", "--", *present])
+            more = secrets.added_paths(forced)
             added = None if added is None or more is None else added + more
+            report += forced
         # A repository's .gitignore outranks core.excludesFile (`!.env` in it
         # re-includes .env), and an index from an older snapshot may hold a
         # secret already: drop every untracked entry the patterns match. What
@@ -175,7 +214,7 @@ class Snapshots:
         if drop:
             git(["update-index", "-z", "--force-remove", "--stdin"],
                 b"".join(os.fsencode(p) + b"\0" for p in drop))
-        return TreeId(git(["write-tree"]).decode().strip())
+        return TreeId(git(["write-tree"]).decode().strip()), _moved(report)
 
     def changed_paths(self, old: TreeId, new: TreeId) -> list[str]:
         """Paths whose content or mode differs between two snapshots."""
@@ -187,6 +226,34 @@ class Snapshots:
             paths.add(delta.old_file.path)
             paths.add(delta.new_file.path)
         return sorted(paths)
+
+
+def _moved(verbose: bytes) -> list[str] | None:
+    """Every path `git add -A -v` reports (``add '<path>'`` and ``remove
+    '<path>'``), or None when a line does not parse (a name with a newline)."""
+    out = []
+    for line in verbose.split(b"\n"):
+        if not line:
+            continue
+        for verb in (b"add '", b"remove '"):
+            if line.startswith(verb) and line.endswith(b"'"):
+                out.append(os.fsdecode(line[len(verb):-1]))
+                break
+        else:
+            return None
+    return out
+
+
+def _all_paths(tree: pygit2.Tree, prefix: str = "") -> list[str]:
+    """Every blob path of ``tree`` (the fallback when git's report did not parse)."""
+    out: list[str] = []
+    for entry in tree:
+        path = f"{prefix}{entry.name}"
+        if isinstance(entry, pygit2.Tree):
+            out += _all_paths(entry, f"{path}/")
+        else:
+            out.append(path)
+    return out
 
 
 def watched_paths(intent: Intent) -> list[str]:

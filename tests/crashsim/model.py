@@ -15,7 +15,8 @@ Two models decide what a barrier persists:
       in and out, unlinks); a rename between two directories is durable only
       once both are fsynced (until then it survives or vanishes as a whole);
     * sync_file_range is not a barrier (no metadata, no cache flush);
-      sync/syncfs persist everything;
+      sync/syncfs persist everything (model ``fuse``: nothing, as on a FUSE
+      mount, where they never reach the file system's daemon);
     * unpersisted operations survive in any combination; the enumeration
       favours per-object prefixes (a file's writes, a directory's entry
       changes, each in issue order), single survivors and torn last writes.
@@ -232,6 +233,7 @@ class Model:
 
 class Conservative(Model):
     name = "conservative"
+    sync_all_persists = True  # sync/syncfs persist everything (not on FUSE: Fuse)
 
     def _persist_at(self) -> list[int]:
         out = [NEVER] * len(self.ops)
@@ -241,7 +243,8 @@ class Conservative(Model):
         for j in range(len(self.ops) - 1, -1, -1):
             op = self.ops[j]
             if isinstance(op, SyncAll):
-                next_all = j
+                if self.sync_all_persists:
+                    next_all = j
             elif isinstance(op, Fsync):
                 next_any[op.ino] = j
                 if not op.data_only:
@@ -282,6 +285,17 @@ class Conservative(Model):
                 torn = Torn(j, kind)
                 yield everything, torn, f"all survive, last write of {ino} torn"
                 yield mine, torn, f"only {ino}'s data survives, last write torn"
+
+
+class Fuse(Conservative):
+    """``conservative``, on a FUSE mount: syncfs and sync persist nothing.
+
+    Linux answers syncfs(2) on a FUSE file system without asking the daemon to
+    flush (fuse-overlayfs, sshfs, LazyFS), and sync(2) writes back only the
+    kernel's cache; so only fsync of a file or a directory is a barrier."""
+
+    name = "fuse"
+    sync_all_persists = False
 
 
 class Ext4Ordered(Model):
@@ -344,7 +358,8 @@ class Ext4Ordered(Model):
             yield everything, Torn(j, "prefix"), f"last write of {ino} torn"
 
 
-MODELS: dict[str, type[Model]] = {"conservative": Conservative, "ext4": Ext4Ordered}
+MODELS: dict[str, type[Model]] = {"conservative": Conservative, "fuse": Fuse,
+                                  "ext4": Ext4Ordered}
 
 
 class Builder:
