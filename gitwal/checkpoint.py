@@ -64,9 +64,11 @@ def _open_intent(records: list[Record]) -> Intent | None:
 
 
 def _git(wt: Worktree, *args: str, input: str | None = None) -> str:
-    """Run git with its objects and refs fsynced (a record will name them)."""
+    """Run git with its objects and refs fsynced (a record will name them),
+    and the user's index: git renames a new index into place, and without
+    its fsync a power loss can leave it empty (git status then fails)."""
     proc = subprocess.run(
-        ["git", "-c", "core.fsync=committed", "-c", "core.fsyncMethod=fsync", *args],
+        ["git", "-c", "core.fsync=committed,index", "-c", "core.fsyncMethod=fsync", *args],
         cwd=wt.root, capture_output=True, text=True, input=input,
     )
     if proc.returncode != 0:

@@ -1,0 +1,1 @@
+"""Power-loss tests on a FUSE file system that forgets unsynced data (amnesiafs.py)."""
