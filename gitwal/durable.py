@@ -20,15 +20,12 @@ from __future__ import annotations
 import os
 import secrets
 import stat
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn, TypeVar
+from typing import NoReturn
 
 from .crashpoints import crash_due, die
-
-T = TypeVar("T")
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:
@@ -92,44 +89,25 @@ def fsync_names(root: str | os.PathLike[str], paths: Iterable[str]) -> Synced:
             continue
         for i in range(len(parts)):
             names.setdefault("/".join(parts[:i]), set()).add(parts[i])
-    # Every fsync must be done before this returns; their order does not
-    # matter (a directory's fsync holds its entries, whatever its children's
-    # state). So they run on a few threads at once: fsync releases the GIL,
-    # and the file system commits concurrent fsyncs together (500 files: a
-    # third of the time one after another takes on ext4).
+    # One after another, deepest first: threads gained about 15 % on a disk
+    # that serialises the flushes, and would hide the order from the
+    # crash-state checker's trace (a thread's descriptors are its process's).
     files = dirs = 0
-    order = sorted(names)
-    for start in range(0, len(order), _DIRS_OPEN):
-        fds = {d: _open_tree_dir(root, d) for d in order[start : start + _DIRS_OPEN]}
+    for d in sorted(names, key=lambda d: (-d.count("/"), d)):
+        fd = _open_tree_dir(root, d)
+        if fd is None:
+            continue  # gone, or no longer a directory: an ancestor holds the change
         try:
-            entries = [(fd, name) for d, fd in fds.items() if fd is not None
-                       for name in sorted(names[d])
-                       if (f"{d}/{name}" if d else name) not in names and (d, name) != ("", ".git")]
-            opened = [fd for fd in fds.values() if fd is not None]
-            files += sum(_each(lambda e: _fsync_entry(*e), entries))
-            dirs += sum(_each(_fsync_dir_fd, opened))
+            for name in sorted(names[d]):
+                child = f"{d}/{name}" if d else name
+                if child in names or child == ".git":
+                    continue  # a directory on the way: fsynced in its own turn
+                files += _fsync_entry(fd, name)
+            os.fsync(fd)
+            dirs += 1
         finally:
-            for fd in fds.values():
-                if fd is not None:
-                    os.close(fd)
+            os.close(fd)
     return Synced(files, dirs)
-
-
-_DIRS_OPEN = 256  # directory descriptors held at once
-_THREADS = 16
-
-
-def _fsync_dir_fd(fd: int) -> int:
-    os.fsync(fd)
-    return 1
-
-
-def _each(fn: Callable[[T], int], items: list[T]) -> list[int]:
-    """``fn`` over ``items``, on threads when there are several (exceptions propagate)."""
-    if len(items) < 4:
-        return [fn(i) for i in items]
-    with ThreadPoolExecutor(min(_THREADS, len(items))) as pool:
-        return list(pool.map(fn, items))
 
 
 def _open_tree_dir(root: str | os.PathLike[str], rel: str) -> int | None:

@@ -46,6 +46,9 @@ from typing import Any
 import pygit2
 import pytest
 
+from gitwal.ids import ABSENT
+from gitwal.worktree.snapshot import tree_state
+
 from .conftest import GIT_WAL
 from .powerloss.mount import Handle, mounted
 
@@ -57,8 +60,6 @@ SEED = int(os.environ.get("GITWAL_POWERLOSS_SEED", "20261207"))
 RUN = "powerloss"
 WORKLOAD_TIMEOUT = 300.0  # a workload that neither finishes nor crashes by then hangs
 CMD_TIMEOUT = 120.0
-ABSENT = "absent"
-
 PROJECT = {"README": "hello\n", "src/a.txt": "alpha 0\n", "src/keep.txt": "kept\n"}
 
 # Named crash points (docs: tests/powerloss/amnesiafs.py). Paths are mount-relative;
@@ -529,15 +530,6 @@ def log_records(repo: Path) -> list[dict[str, Any]]:
     proc = gitwal(repo, "log", "--run", RUN, "--json")
     assert proc.returncode == 0, proc.stderr
     return [json.loads(line) for line in proc.stdout.splitlines()]
-
-
-def tree_state(git: pygit2.Repository, tree: str, path: str) -> str:
-    obj = git[tree]
-    assert isinstance(obj, pygit2.Tree)
-    try:
-        return str(obj[path].id)
-    except KeyError:
-        return ABSENT
 
 
 def disk_state(repo: Path, path: str) -> str:
