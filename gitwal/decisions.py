@@ -128,5 +128,6 @@ def _closing(run: Run, intent: Intent, lsn: Lsn, applied: bool, who: str,
             if saved is not None:
                 refs.append(Ref(saved.blob))
         post.append(state)
+    run.wt.settle(intent.target)  # what the decision accepts, durable before it says so
     return Commit(run.id, lsn, intent.lsn, tuple(post), "decided: applied, as found",
                   decided_by=who, note=note), refs

@@ -51,6 +51,7 @@ from gitwal.worktree.snapshot import tree_state
 
 from .conftest import GIT_WAL
 from .powerloss.mount import Handle, mounted
+from .test_agent_payloads import SESSION, claude_tool
 
 pytestmark = pytest.mark.slow
 
@@ -731,3 +732,36 @@ def test_the_harness_loses_unsynced_writes(sync: bool, tmp_path: Path) -> None:
         assert journal.stat().st_size == 0
         assert stats["unsynced_files_at_crash"] == 1
         assert stats["unsynced_bytes_at_crash"] == written
+
+
+def test_an_agents_unsynced_write_is_durable_before_its_commit(tmp_path: Path) -> None:
+    """An agent's Write and Edit need not fsync what they wrote (Claude Code
+    does; others may not): the hook that closes the call makes the targets
+    durable by name before the commit record says they hold the post-image."""
+    with mounted(tmp_path / "backing", tmp_path / "mnt") as fs:
+        repo = fs.mount / "repo"
+        make_repo(repo)
+
+        def hook(payload: dict[str, Any]) -> None:
+            proc = subprocess.run([GIT_WAL, "hook", "claude"], cwd=repo, capture_output=True,
+                                  input=json.dumps(payload).encode(), timeout=CMD_TIMEOUT)
+            assert proc.returncode == 0, proc.stderr.decode()
+
+        write = {"file_path": str(repo / "new.txt"), "content": "new 1\n"}
+        edit = {"file_path": str(repo / "src/a.txt"), "old_string": "alpha 0",
+                "new_string": "alpha 1"}
+        hook(claude_tool(repo, "PreToolUse", "Write", write, "toolu_1"))
+        (repo / "new.txt").write_text("new 1\n")  # written as an agent might: no fsync
+        hook(claude_tool(repo, "PostToolUse", "Write", write, "toolu_1"))
+        hook(claude_tool(repo, "PreToolUse", "Edit", edit, "toolu_2"))
+        (repo / "src/a.txt").write_text("alpha 1\n")
+        hook(claude_tool(repo, "PostToolUse", "Edit", edit, "toolu_2"))
+        fs.crash()
+        fs.wait_crashed()
+    backing = tmp_path / "backing" / "repo"
+    records = [json.loads(line) for line in gitwal(
+        backing, "log", "--json", "--run", f"claude-{SESSION}").stdout.splitlines()]
+    assert [r["type"] for r in records if r["type"] in ("intent", "commit")] == [
+        "intent", "commit", "intent", "commit"], records
+    assert (backing / "new.txt").read_bytes() == b"new 1\n"
+    assert (backing / "src/a.txt").read_bytes() == b"alpha 1\n"

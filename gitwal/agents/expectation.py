@@ -184,6 +184,7 @@ class Expectation:
         assert intent.post is not None
         now = tuple(self.wt.state(p) for p in intent.target)
         if now == intent.post:
+            self.wt.settle(intent.target)
             return [Staged(Commit(self.run_id, lsn, intent.lsn, now,
                                   f"hash==post (settled: {why})", recovered=True))]
         if now == intent.pre:

@@ -374,6 +374,7 @@ class External:
                       if a != b]
             verified = (f"{MISS}: {', '.join(differ)} differ from the predicted post-image; "
                         f"recorded as observed ({call.who(event)})")
+        self.wt.settle(intent.target)  # the agent wrote them; it need not have fsynced
         state.add(Commit(self.run.id, state.next_lsn, intent.lsn, tuple(observed), verified),
                   refs)
 

@@ -188,6 +188,9 @@ class FileDecisions(DecisionHost):
             return self._outcome(intent, outcome, "aborted",
                                  detail + "; verification failed, pre-image restored" + left)
         verified = "hash==post" + (f" && check ok: {intent.check}" if intent.check else "")
+        # The post-image is in place, but the killed writer may not have
+        # fsynced its directory (or the file, when an agent wrote it).
+        self.wt.settle(intent.target)
         self._append(Commit(self.store.run, self.next_lsn, intent.lsn, observed,
                             verified, recovered=True))
         return self._outcome(intent, outcome, action, detail + "; now committed")
