@@ -13,7 +13,7 @@ excludes plus the patterns), so ``git add -A`` never reads such a file.
 Because a repository's own ``.gitignore`` outranks that file (a ``!.env`` in
 it would re-include ``.env``), the snapshot also drops, afterwards, every
 untracked index entry the patterns match: among what ``git add -A -v``
-reported adding (:func:`added_paths`, matched with :func:`matcher`), or in
+reported adding (:func:`add_report`, matched with :func:`matcher`), or in
 the whole scratch index when the patterns changed (:func:`untracked_matches`).
 """
 
@@ -105,17 +105,22 @@ def excludes_file(repo: pygit2.Repository, pats: list[str]) -> tuple[Path, bool]
     return path, True
 
 
-def added_paths(verbose: bytes) -> list[str] | None:
-    """The paths `git add -A -v` reports adding (``add '<path>'``, raw bytes), or None
-    when a line does not parse (a name with a newline): then ask the index."""
-    out = []
+def add_report(verbose: bytes) -> tuple[list[str], list[str]] | None:
+    """The paths `git add -A -v` reports adding and removing (``add '<path>'``,
+    ``remove '<path>'``, raw bytes), or None when a line does not parse (a name
+    with a newline): then ask the index."""
+    added: list[str] = []
+    removed: list[str] = []
     for line in verbose.split(b"\n"):
-        if not line or line.startswith(b"remove '"):
+        if not line:
             continue
-        if not (line.startswith(b"add '") and line.endswith(b"'")):
+        for verb, into in ((b"add '", added), (b"remove '", removed)):
+            if line.startswith(verb) and line.endswith(b"'"):
+                into.append(os.fsdecode(line[len(verb) : -1]))
+                break
+        else:
             return None
-        out.append(os.fsdecode(line[5:-1]))
-    return out
+    return added, removed
 
 
 def untracked_matches(root: Path, index: Path, pats: list[str],

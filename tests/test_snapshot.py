@@ -17,7 +17,7 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from gitwal.durable import Synced, fsync_names
+from gitwal.worktree.byname import Synced, fsync_names
 from gitwal.worktree.tree import Worktree
 
 from .conftest import GIT_WAL, git, ok, tree_of

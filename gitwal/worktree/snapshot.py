@@ -21,11 +21,12 @@ from pathlib import Path
 import pygit2
 
 from .. import progress, secrets
-from ..durable import fsync_names, makedirs_durable, sync_filesystem
+from ..durable import makedirs_durable, sync_filesystem
 from ..errors import WalError
 from ..ids import ABSENT, TreeId
 from ..records.model import Intent
 from ..repository import common_dir
+from .byname import fsync_names
 
 CHECK = "check"  # the scratch index of the hook server's background tree check
 
@@ -99,6 +100,13 @@ class Snapshots:
         if os.stat(self.repo.path).st_dev != os.stat(self.root).st_dev:
             sync_filesystem(self.root)
         return tree
+
+    def settle(self, paths: Sequence[str]) -> None:
+        """Make what ``paths`` hold now durable, by name, before a record says
+        so: another program wrote them (an agent's Edit, which need not
+        fsync), or a killed step's write may lack its directory's fsync
+        (docs/crash-safety.md, "The barrier behind each record")."""
+        fsync_names(self.root, paths)
 
     def _make_durable(self, tree: TreeId, moved: list[str] | None) -> None:
         """fsync by name what this snapshot took in: the paths ``moved`` (all of
@@ -179,8 +187,8 @@ class Snapshots:
 
         # Each new loose object is fsynced before git links it into place, so
         # a crash never leaves a torn object that a later write would take for
-        # present; the syncfs() after the snapshot makes the directory entries
-        # durable. A split index: each snapshot rewrites only the entries that
+        # present; the fsyncs by name after the snapshot (_make_durable) make
+        # the directory entries durable. A split index: each snapshot rewrites only the entries that
         # changed, not the whole index (~100 bytes per file: 5 MB at 50k
         # files); git keeps the shared part in sharedindex.<id> in the git dir
         # and expires unused ones after two weeks. The excludes file holds the
@@ -188,17 +196,16 @@ class Snapshots:
         # rules, so untracked secrets are never read.
         cfg = ["-c", "core.fsync=loose-object", "-c", "core.fsyncMethod=fsync",
                "-c", "core.splitIndex=true", "-c", f"core.excludesFile={excludes}"]
-        report = git(["add", "-A", "-v", "--", "."])
-        added = secrets.added_paths(report)
+        report = secrets.add_report(git(["add", "-A", "-v", "--", "."]))
         present = [w for w in watch if os.path.lexists(self.root / w)]
         if present:
             # Ignored files under the watched paths too (-f). Never without a
             # pathspec: that would force-add every ignored file of the tree.
             # Entries whose files are gone were removed by `add -A` above.
-            forced = git(["add", "-A", "-f", "-v", "--", *present])
-            more = secrets.added_paths(forced)
-            added = None if added is None or more is None else added + more
-            report += forced
+            more = secrets.add_report(git(["add", "-A", "-f", "-v", "--", *present]))
+            report = (None if report is None or more is None
+                      else (report[0] + more[0], report[1] + more[1]))
+        added = None if report is None else report[0]
         # A repository's .gitignore outranks core.excludesFile (`!.env` in it
         # re-includes .env), and an index from an older snapshot may hold a
         # secret already: drop every untracked entry the patterns match. What
@@ -214,7 +221,8 @@ class Snapshots:
         if drop:
             git(["update-index", "-z", "--force-remove", "--stdin"],
                 b"".join(os.fsencode(p) + b"\0" for p in drop))
-        return TreeId(git(["write-tree"]).decode().strip()), _moved(report)
+        moved = None if report is None else report[0] + report[1]
+        return TreeId(git(["write-tree"]).decode().strip()), moved
 
     def changed_paths(self, old: TreeId, new: TreeId) -> list[str]:
         """Paths whose content or mode differs between two snapshots."""
@@ -226,22 +234,6 @@ class Snapshots:
             paths.add(delta.old_file.path)
             paths.add(delta.new_file.path)
         return sorted(paths)
-
-
-def _moved(verbose: bytes) -> list[str] | None:
-    """Every path `git add -A -v` reports (``add '<path>'`` and ``remove
-    '<path>'``), or None when a line does not parse (a name with a newline)."""
-    out = []
-    for line in verbose.split(b"\n"):
-        if not line:
-            continue
-        for verb in (b"add '", b"remove '"):
-            if line.startswith(verb) and line.endswith(b"'"):
-                out.append(os.fsdecode(line[len(verb):-1]))
-                break
-        else:
-            return None
-    return out
 
 
 def _all_paths(tree: pygit2.Tree, prefix: str = "") -> list[str]:

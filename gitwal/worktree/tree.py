@@ -18,7 +18,7 @@ import errno
 import os
 import posixpath
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -26,7 +26,6 @@ import pygit2
 
 from ..durable import (
     TEMP_SUFFIX,
-    fsync_names,
     mkdir_at,
     open_dir_at,
     symlink_at,
@@ -290,13 +289,6 @@ class Worktree(Snapshots):
                 return removed
         except NoParent:
             return False
-
-    def settle(self, paths: Sequence[str]) -> None:
-        """Make what ``paths`` hold now durable, by name, before a record says
-        so: another program wrote them (an agent's Edit, which need not
-        fsync), or a killed step's write may lack its directory's fsync
-        (docs/crash-safety.md, "The barrier behind each record")."""
-        fsync_names(self.root, paths)
 
     def lstat(self, rel: str) -> os.stat_result | None:
         """What is at ``rel`` (a symlink itself, not its target), or None."""
