@@ -131,3 +131,45 @@ def test_an_agents_edit_of_a_secret_keeps_hashes_only(tmp_path: Path) -> None:
     assert [r["type"] for r in recs if r["type"] in ("commit", "abort")] == ["commit"]
     assert not _has_object(repo, OLD)
     assert not _has_object(repo, OLD.replace("old-4f1c9a", "new-77e0b2"))
+
+
+# -- a checkpoint on the branch: the snapshot's tree, through a scratch index -------
+
+
+def _index(repo: Path) -> dict[str, str]:
+    out = git(repo, "ls-files", "-s").splitlines()
+    return {line.split("\t", 1)[1]: line.split()[1] for line in out}
+
+
+def _head_files(repo: Path) -> set[str]:
+    return set(git(repo, "ls-tree", "-r", "--name-only", "HEAD").split())
+
+
+def test_a_branch_checkpoint_never_commits_an_untracked_secret(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    ok(repo, "begin", "--run", "r", "--task", "secrets")
+    ok(repo, "apply", "--run", "r", "write-file", "README", input=b"bye\n")
+    ok(repo, "checkpoint", "--run", "r")
+    assert _head_files(repo) == {"README"}
+    assert git(repo, "show", "HEAD:README") == "bye\n"
+    # The user's index follows the branch; .env is still theirs, untracked.
+    assert git(repo, "status", "--porcelain") == "?? .env\n"
+    assert not _has_object(repo, OLD)
+
+
+def test_a_branch_checkpoint_keeps_what_the_user_staged(tmp_path: Path) -> None:
+    repo = init_repo(tmp_path / "repo", {"README": "hello\n", "a.txt": "a\n"})
+    (repo / ".env").write_text(OLD)
+    (repo / "a.txt").write_text("a staged\n")
+    git(repo, "add", "a.txt")
+    (repo / "a.txt").write_text("a staged\nand more, not staged\n")
+    staged = git(repo, "rev-parse", ":a.txt").strip()
+    ok(repo, "begin", "--run", "r", "--task", "secrets")
+    ok(repo, "apply", "--run", "r", "write-file", "README", input=b"bye\n")
+    ok(repo, "checkpoint", "--run", "r", "--include-unlogged")
+    assert _head_files(repo) == {"README", "a.txt"}
+    assert git(repo, "show", "HEAD:a.txt") == "a staged\nand more, not staged\n"
+    index = _index(repo)
+    assert index["a.txt"] == staged  # their staged bytes, kept
+    assert index["README"] == git(repo, "rev-parse", "HEAD:README").strip()
+    assert ".env" not in index
