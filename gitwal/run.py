@@ -49,6 +49,7 @@ from .shell_among import OTHERS_ARG, among, left_to_others, others_now
 from .steps_api import StepResult as StepResult  # re-exported: callers import it from here
 from .steps_api import ToolSteps
 from .tools import RESTORING_TOOLS
+from .worktree import secretfiles
 from .worktree.overwrite import bring_back_tree, describe, left_note, restore_plan, restore_tree
 from .worktree.snapshot import watched_paths
 from .worktree.tree import MODE_TREE, Worktree, blob_id
@@ -312,6 +313,7 @@ class Run(ToolSteps):
             # either in the pre tree or found at the closing (shell_among.py).
             others = others_now(self.store.repo, self.id)
             pre_tree = self.wt.snapshot(self.id, watched)
+            hidden = secretfiles.before(self.wt, watched)  # what snapshots leave out
             crash_point("after-snapshot")
             args: dict[str, Any] = {"argv": list(argv)}
             if others:
@@ -336,19 +338,24 @@ class Run(ToolSteps):
                     "person's approval before it runs (nothing has run)",
                     f"ask the user to run `git wal approve {lsn}`, then run the same command "
                     "again (or `git wal recover --redo`)")
-            return self.run_logged(intent, head, intent.lsn, timeout)
+            return self.run_logged(intent, head, intent.lsn, timeout, hidden)
 
     def run_logged(self, intent: Intent, head: CommitId, newest: Lsn,
-                   timeout: float | None = None) -> StepResult:
+                   timeout: float | None = None,
+                   hidden: secretfiles.Before | None = None) -> StepResult:
         """Run the command of the open exec ``intent`` and close it; ``head``
         and ``newest``: the log's head commit and newest LSN (the intent, or
-        the approval that follows it). The caller holds the run lock."""
+        the approval that follows it). The caller holds the run lock.
+        ``hidden``: the secret-looking files snapshots leave out, as they
+        were before the command (taken now when not given)."""
+        if hidden is None:
+            hidden = secretfiles.before(self.wt, watched_paths(intent))
         argv = intent.args["argv"]
         try:
             with self.store.command_lock(intent.lsn) as hold:
                 ran = run_command(argv, self.wt, intent, hold, timeout)
                 crash_point("after-exec")
-                result = self._close_exec(intent, head, newest, ran, hold, timeout)
+                result = self._close_exec(intent, head, newest, ran, hold, timeout, hidden)
         except StepFailed:
             self.store.clear_command_lock(intent.lsn)  # closed by an abort record
             raise
@@ -356,7 +363,8 @@ class Run(ToolSteps):
         return result
 
     def _close_exec(self, intent: Intent, head: CommitId, newest: Lsn, ran: CommandResult,
-                    hold: int, timeout: float | None = None) -> StepResult:
+                    hold: int, timeout: float | None = None,
+                    hidden: secretfiles.Before | None = None) -> StepResult:
         closing = Lsn(newest + 1)  # after the intent, or after its approval
         post_tree = self.wt.snapshot(self.id, watched_paths(intent))
         problem, output = "", ""
@@ -380,8 +388,11 @@ class Run(ToolSteps):
             # keeps the post snapshot, so every byte the restore overwrites
             # (the command's, or a person's made meanwhile) can be brought back.
             plan, moved = restore_plan(self.wt, post_tree, changed)
+            # Secret-looking files are in neither tree: named, and put back
+            # from memory only when watched (worktree/secretfiles.py).
+            back_secret, note = secretfiles.plan_rollback(self.wt, hidden)
             self._close(head, Abort(
-                self.id, closing, intent.lsn, problem, tuple(plan), output,
+                self.id, closing, intent.lsn, problem + note, (*plan, *back_secret), output,
                 saved=((".", post_tree),) if plan else (), theirs=theirs, claimed=claimed,
             ), [Ref(post_tree, is_tree=True)])
             undo = restore_tree(self.wt, pre_tree, post_tree, plan, f"r{intent.lsn}")
@@ -389,10 +400,11 @@ class Run(ToolSteps):
             if undo.restored:
                 cmd = bring_back_tree(post_tree, undo.restored)
                 back = f"; the command's changes are kept: `{cmd}` brings them back"
+            back += secretfiles.rollback(self.wt, hidden, back_secret, self.id, intent.lsn)
             raise StepFailed(
                 f"LSN {intent.lsn} exec aborted: {problem}; "
                 f"{len(undo.restored)} changed path(s) restored"
-                + left_note((*moved, *undo.kept)) + back
+                + left_note((*moved, *undo.kept)) + back + note
                 + "".join(f"; left {p} ({why})" for p, why in sorted(left.items())),
                 "fix the cause and run the step again",
             )

@@ -173,3 +173,35 @@ def test_a_branch_checkpoint_keeps_what_the_user_staged(tmp_path: Path) -> None:
     assert index["a.txt"] == staged  # their staged bytes, kept
     assert index["README"] == git(repo, "rev-parse", "HEAD:README").strip()
     assert ".env" not in index
+
+
+# -- a failing shell step and the secret-looking files its snapshots leave out ------
+
+
+def test_a_failing_shell_step_names_the_secrets_it_left_and_puts_back_watched_ones(
+        tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    ok(repo, "begin", "--run", "r", "--task", "secrets")
+    failed = wal(repo, "exec", "--run", "r", "--json", "--", "sh", "-c",
+                 "echo LEAKED=1 >> .env; echo y > y.txt; exit 1")
+    assert failed.returncode == 1
+    error = json.loads(failed.stdout)["error"]
+    assert ("left as the command left them (secret-looking, never snapshotted; --watch PATH "
+            "puts one back): .env") in error, error
+    [abort] = [r for r in _records(repo, "r") if r["type"] == "abort"]
+    assert abort["reason"].endswith("--watch PATH puts one back): .env")
+    assert (repo / ".env").read_text() == OLD + "LEAKED=1\n"
+    assert not (repo / "y.txt").exists()
+    # Watched, it is put back from memory; the command's version is kept aside.
+    (repo / ".env").write_text(OLD)
+    failed = wal(repo, "exec", "--run", "r", "--watch", ".env", "--", "sh", "-c",
+                 "echo LEAKED=2 >> .env; exit 1")
+    assert failed.returncode == 1
+    assert "restored .env (watched, secret-looking); the command's version is kept in " \
+        in failed.stderr, failed.stderr
+    assert (repo / ".env").read_text() == OLD
+    [kept] = (repo / ".git" / "wal" / "kept").glob("r.*/.env")
+    assert kept.read_text() == OLD + "LEAKED=2\n" and kept.stat().st_mode & 0o777 == 0o600
+    aborts = [r for r in _records(repo, "r") if r["type"] == "abort"]
+    assert aborts[-1]["restored"] == [".env"]
+    assert not _has_object(repo, OLD)
