@@ -8,11 +8,14 @@ chain, and only then may an agent compact its transcript.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from dataclasses import dataclass
+from functools import partial
 
 import pygit2
 
+from .branch_commit import commit_tree
 from .crashpoints import crash_point
 from .effects import run_check
 from .errors import WalError
@@ -63,20 +66,24 @@ def _open_intent(records: list[Record]) -> Intent | None:
     return last if isinstance(last, Intent) else None
 
 
-def _git(wt: Worktree, *args: str, input: str | None = None) -> str:
+def _git(wt: Worktree, *args: str, input: str | None = None,
+         input_bytes: bytes | None = None, env: dict[str, str] | None = None) -> str:
     """Run git with its objects and refs fsynced (a record will name them),
     and the user's index: git renames a new index into place, and without
     its fsync a power loss can leave it empty (git status then fails)."""
+    data = input.encode() if input is not None else input_bytes
     proc = subprocess.run(
         ["git", "-c", "core.fsync=committed,index", "-c", "core.fsyncMethod=fsync", *args],
-        cwd=wt.root, capture_output=True, text=True, input=input,
+        cwd=wt.root, capture_output=True, input=data,
+        env=None if env is None else {**os.environ, **env},
     )
     if proc.returncode != 0:
+        err = os.fsdecode(proc.stderr or proc.stdout).strip()[-2000:]
         raise CheckpointRefused(
-            f"git {args[0]} failed: {(proc.stderr or proc.stdout).strip()[-2000:]}",
+            f"git {args[0]} failed: {err}",
             "fix what git reports (a commit hook may have refused), then checkpoint again",
         )
-    return proc.stdout
+    return os.fsdecode(proc.stdout)
 
 
 def unexplained(trees: Worktree, ledger: Ledger, snap: TreeId) -> list[str]:
@@ -178,10 +185,10 @@ def _make_commit(run: Run, snap: TreeId, message: str, lsn: Lsn,
         # HEAD already holds exactly this tree (an earlier checkpoint killed
         # before its record, or a manual commit): name it, make no empty commit.
         return CommitId(str(head_commit.id)), ref, True
-    # An ordinary `git commit`: the repository's hooks and signing config apply,
-    # and the index follows the branch as with `git commit -a`.
-    _git(wt, "add", "-A")
-    _git(wt, "commit", "-q", "--cleanup=whitespace", "-F", "-", input=message)
+    # An ordinary `git commit` (the repository's hooks and signing config
+    # apply) of exactly the snapshot's tree, from a scratch index: the user's
+    # index is carried over, their staged changes kept (branch_commit.py).
+    commit_tree(repo, run.id, snap, message, partial(_git, wt))
     return CommitId(str(repo.head.peel(pygit2.Commit).id)), ref, False
 
 

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from . import tools
+from . import secrets, tools
 from .claims import kept_off_others
 from .crashpoints import crash_point
 from .effects import (
@@ -48,9 +48,11 @@ from .records.model import (
 from .shell_among import OTHERS_ARG, among, left_to_others, others_now
 from .steps_api import StepResult as StepResult  # re-exported: callers import it from here
 from .steps_api import ToolSteps
+from .tools import RESTORING_TOOLS
+from .worktree import secretfiles
 from .worktree.overwrite import bring_back_tree, describe, left_note, restore_plan, restore_tree
 from .worktree.snapshot import watched_paths
-from .worktree.tree import MODE_TREE, Worktree
+from .worktree.tree import MODE_TREE, Worktree, blob_id
 
 
 class Run(ToolSteps):
@@ -150,8 +152,9 @@ class Run(ToolSteps):
                     pre_content.append(data)
                     pre_modes.append(mode)
                 post_content = spec.apply(tuple(pre_content), args)
-                post_ids = [ABSENT if data is None else self.store.put_blob(data)
-                            for data in post_content]
+                withheld = secrets.withheld(self.wt.repo, self.wt.root, paths)
+                post_ids = [self._image(data, p in withheld)
+                            for p, data in zip(paths, post_content, strict=True)]
                 logged = dict(args)
                 if tool == "write_file":
                     # The content is the post-image blob; the record names it.
@@ -179,17 +182,31 @@ class Run(ToolSteps):
         verify, and commit (or abort and put back what was written).
 
         The pre-images are stored and named by the append: whatever the paths
-        held stays recoverable (``undo --force`` relies on it)."""
+        held stays recoverable (``undo --force`` relies on it). Except on
+        untracked secret-looking paths (secrets.withheld): their images are
+        ids only, the intent says so (``withheld``), and no append keeps
+        their bytes; an undo or redo of such a path is refused up front."""
         head, lsn = self._next()
-        pre_ids = [ABSENT if data is None else self.store.put_blob(data)
-                   for data in pre_content]
-        refs = [Ref(oid) for oid in sorted({*pre_ids, *post_ids} - {ABSENT})]
+        withheld = secrets.withheld(self.wt.repo, self.wt.root, paths)
+        if withheld and tool in RESTORING_TOOLS:
+            raise ToolRefused(
+                f"{tool}: {', '.join(withheld)} is a secret-looking file git does not track: "
+                "the log keeps only hashes of its contents, so gitwal cannot put it back; "
+                f"nothing was {tool}ne",
+                "edit it yourself, or leave it out: `git wal undo LSN...` names the steps "
+                "(docs/undo.md)")
+        pre_ids = [self._image(data, p in withheld)
+                   for p, data in zip(paths, pre_content, strict=True)]
+        kept = {o for p, pre, post in zip(paths, pre_ids, post_ids, strict=True)
+                if p not in withheld for o in (pre, post)}
+        refs = [Ref(oid) for oid in sorted(kept - {ABSENT})]
         # attach: the record as Store.append writes it, with its proof that
         # this clone wrote the check (effects.run_check runs no other).
         intent = attach(self.store.repo, Intent(
             run=self.id, lsn=lsn, tool=tool, args=args, target=tuple(paths),
             pre=tuple(pre_ids), post=tuple(post_ids), mode=tuple(pre_modes),
             replay=REPLAY_SAFE, key=f"{self.id}:{lsn}", check=check, step=step,
+            withheld=tuple(p for p in paths if p in withheld),
         ))
         head = self.store.append([intent], refs, head)
         crash_point("after-intent")
@@ -216,6 +233,17 @@ class Run(ToolSteps):
                              "theirs was overwritten", "read the file again and retry")
         crash_point("after-apply")
         return self._verify_and_close(intent, head, timeout)
+
+    def _image(self, data: bytes | None, withheld: bool) -> str:
+        """The id a record names for ``data``: a blob the next append stores,
+        or, ``withheld``, a hash whose bytes only this process holds."""
+        if data is None:
+            return ABSENT
+        if not withheld:
+            return self.store.put_blob(data)
+        oid = blob_id(data)
+        self.wt.held[oid] = data
+        return oid
 
     def _verify_and_close(self, intent: Intent, head: CommitId,
                           timeout: float | None = None) -> StepResult:
@@ -285,6 +313,7 @@ class Run(ToolSteps):
             # either in the pre tree or found at the closing (shell_among.py).
             others = others_now(self.store.repo, self.id)
             pre_tree = self.wt.snapshot(self.id, watched)
+            hidden = secretfiles.before(self.wt, watched)  # what snapshots leave out
             crash_point("after-snapshot")
             args: dict[str, Any] = {"argv": list(argv)}
             if others:
@@ -309,19 +338,24 @@ class Run(ToolSteps):
                     "person's approval before it runs (nothing has run)",
                     f"ask the user to run `git wal approve {lsn}`, then run the same command "
                     "again (or `git wal recover --redo`)")
-            return self.run_logged(intent, head, intent.lsn, timeout)
+            return self.run_logged(intent, head, intent.lsn, timeout, hidden)
 
     def run_logged(self, intent: Intent, head: CommitId, newest: Lsn,
-                   timeout: float | None = None) -> StepResult:
+                   timeout: float | None = None,
+                   hidden: secretfiles.Before | None = None) -> StepResult:
         """Run the command of the open exec ``intent`` and close it; ``head``
         and ``newest``: the log's head commit and newest LSN (the intent, or
-        the approval that follows it). The caller holds the run lock."""
+        the approval that follows it). The caller holds the run lock.
+        ``hidden``: the secret-looking files snapshots leave out, as they
+        were before the command (taken now when not given)."""
+        if hidden is None:
+            hidden = secretfiles.before(self.wt, watched_paths(intent))
         argv = intent.args["argv"]
         try:
             with self.store.command_lock(intent.lsn) as hold:
                 ran = run_command(argv, self.wt, intent, hold, timeout)
                 crash_point("after-exec")
-                result = self._close_exec(intent, head, newest, ran, hold, timeout)
+                result = self._close_exec(intent, head, newest, ran, hold, timeout, hidden)
         except StepFailed:
             self.store.clear_command_lock(intent.lsn)  # closed by an abort record
             raise
@@ -329,7 +363,8 @@ class Run(ToolSteps):
         return result
 
     def _close_exec(self, intent: Intent, head: CommitId, newest: Lsn, ran: CommandResult,
-                    hold: int, timeout: float | None = None) -> StepResult:
+                    hold: int, timeout: float | None = None,
+                    hidden: secretfiles.Before | None = None) -> StepResult:
         closing = Lsn(newest + 1)  # after the intent, or after its approval
         post_tree = self.wt.snapshot(self.id, watched_paths(intent))
         problem, output = "", ""
@@ -353,8 +388,11 @@ class Run(ToolSteps):
             # keeps the post snapshot, so every byte the restore overwrites
             # (the command's, or a person's made meanwhile) can be brought back.
             plan, moved = restore_plan(self.wt, post_tree, changed)
+            # Secret-looking files are in neither tree: named, and put back
+            # from memory only when watched (worktree/secretfiles.py).
+            back_secret, note = secretfiles.plan_rollback(self.wt, hidden)
             self._close(head, Abort(
-                self.id, closing, intent.lsn, problem, tuple(plan), output,
+                self.id, closing, intent.lsn, problem + note, (*plan, *back_secret), output,
                 saved=((".", post_tree),) if plan else (), theirs=theirs, claimed=claimed,
             ), [Ref(post_tree, is_tree=True)])
             undo = restore_tree(self.wt, pre_tree, post_tree, plan, f"r{intent.lsn}")
@@ -362,10 +400,11 @@ class Run(ToolSteps):
             if undo.restored:
                 cmd = bring_back_tree(post_tree, undo.restored)
                 back = f"; the command's changes are kept: `{cmd}` brings them back"
+            back += secretfiles.rollback(self.wt, hidden, back_secret, self.id, intent.lsn)
             raise StepFailed(
                 f"LSN {intent.lsn} exec aborted: {problem}; "
                 f"{len(undo.restored)} changed path(s) restored"
-                + left_note((*moved, *undo.kept)) + back
+                + left_note((*moved, *undo.kept)) + back + note
                 + "".join(f"; left {p} ({why})" for p, why in sorted(left.items())),
                 "fix the cause and run the step again",
             )

@@ -1,5 +1,6 @@
 """Secret-looking files: which untracked paths never enter a snapshot, an
-``unlogged`` record or a push (docs/security.md "Secrets").
+``unlogged`` record, a file step's stored images, a checkpoint or a push
+(docs/security.md "Secrets").
 
 A pattern is a gitignore pattern. The defaults (:data:`DEFAULT_PATTERNS`) can
 be turned off with ``git config wal.secretDefaults false``; ``git config --add
@@ -153,6 +154,16 @@ def tracked(root: Path, paths: list[str], gitdir: str | None = None) -> set[str]
     out = _run(["git", "--literal-pathspecs", "ls-files", "-z", "--cached", "--", *paths],
                root, env)
     return {os.fsdecode(p) for p in out.split(b"\0") if p}
+
+
+def withheld(repo: pygit2.Repository, root: Path, paths: Iterable[str]) -> tuple[str, ...]:
+    """Which of a file step's ``paths`` the log keeps hashes of only: those the
+    patterns match and the user's index lacks (docs/security.md "Secrets").
+    One `git ls-files` only when a path matches."""
+    match = matcher(patterns(repo))
+    found = [p for p in paths if match(p)]
+    known = tracked(root, found, repo.path)
+    return tuple(p for p in found if p not in known)
 
 
 def _env(root: Path, gitdir: str | None, index: Path | None) -> dict[str, str]:

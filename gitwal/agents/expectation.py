@@ -149,8 +149,9 @@ class Expectation:
         known = secrets.tracked(self.wt.root, unsure, self.wt.repo.path)
         return sorted(out + [p for p in unsure if p in known])
 
-    def peek(self, path: str, want: str) -> tuple[str, list[Ref]]:
-        """State of ``path``; its blob is written only when it differs from ``want``.
+    def peek(self, path: str, want: str, store: bool = True) -> tuple[str, list[Ref]]:
+        """State of ``path``; its blob is written only when it differs from
+        ``want``, and never unless ``store`` (a withheld image: its id only).
 
         One read per path: this runs for every path the log knows at every hook.
         """
@@ -159,7 +160,7 @@ class Expectation:
         except WalError:  # a directory or a special file now: not a file state
             data = None
         have = ABSENT if data is None else blob_id(data)
-        if have == want or data is None:
+        if have == want or data is None or not store:
             return have, []
         oid = self.store.put_blob(data)
         return oid, [Ref(oid)]

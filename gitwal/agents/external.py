@@ -32,12 +32,13 @@ from typing import Any
 
 import pygit2
 
+from .. import secrets
 from ..claims import kept_off_others
 from ..crashpoints import crash_point
 from ..errors import ToolRefused, UnknownRun
 from ..ids import ABSENT, UNKNOWN, CommitId, Lsn, TreeId
 from ..log.pathlocks import Holder
-from ..log.store import Ref
+from ..log.store import Ref, Store
 from ..records.model import (
     AGENT_ARG,
     MISS,
@@ -54,7 +55,7 @@ from ..records.model import (
 from ..run import Run
 from ..shell_among import OTHERS_ARG, among, others_now
 from ..worktree.snapshot import CHECK
-from ..worktree.tree import MODE_TREE
+from ..worktree.tree import MODE_TREE, blob_id
 from . import approvals
 from .call import Call, Outcome
 from .expectation import Expectation, Staged
@@ -245,18 +246,25 @@ class External:
                 post_data = compute(tuple(pre_data))
             except ToolRefused as e:
                 unpredicted = e.message
-            pre_ids = [ABSENT if d is None else self.store.put_blob(d) for d in pre_data]
+            # An untracked secret-looking target's images are hashes only
+            # (docs/security.md "Secrets"): no append keeps its bytes.
+            withheld = secrets.withheld(self.repo, self.wt.root, paths)
+            pre_ids = [_image(self.store, d, p in withheld)
+                       for p, d in zip(paths, pre_data, strict=True)]
             post_ids = ([UNKNOWN] * len(paths) if unpredicted else
-                        [ABSENT if d is None else self.store.put_blob(d) for d in post_data])
+                        [_image(self.store, d, p in withheld)
+                         for p, d in zip(paths, post_data, strict=True)])
             lsn = state.next_lsn
             tool, args = self._file_args(call, list(paths), post_ids)
             intent = Intent(
                 run=self.run.id, lsn=lsn, tool=tool, args=args, target=tuple(paths),
                 pre=tuple(pre_ids), post=tuple(post_ids), mode=tuple(modes),
                 replay=REPLAY_UNSAFE if unpredicted else REPLAY_SAFE,
-                key=f"{self.run.id}:{lsn}",
+                key=f"{self.run.id}:{lsn}", withheld=withheld,
             )
-            state.add(intent, [Ref(o) for o in {*pre_ids, *post_ids} - {ABSENT, UNKNOWN}])
+            kept = {o for p, pre, post in zip(paths, pre_ids, post_ids, strict=True)
+                    if p not in withheld for o in (pre, post)}
+            state.add(intent, [Ref(o) for o in sorted(kept - {ABSENT, UNKNOWN})])
             note = f"post-image not predicted ({unpredicted})" if unpredicted else ""
             return Outcome((), intent, note)
 
@@ -362,7 +370,7 @@ class External:
         observed: list[str] = []
         refs: list[Ref] = []
         for path, want in zip(intent.target, intent.post, strict=True):
-            have, rs = self.look.peek(path, want)
+            have, rs = self.look.peek(path, want, store=path not in intent.withheld)
             observed.append(have)
             refs += rs
         if tuple(observed) == intent.post:
@@ -465,3 +473,10 @@ class _WaitFor(Exception):
 
 
 __all__ = ["External", "Pending"]
+
+
+def _image(store: Store, data: bytes | None, withheld: bool) -> str:
+    """A blob the append stores, or for a ``withheld`` path its id only."""
+    if data is None:
+        return ABSENT
+    return blob_id(data) if withheld else store.put_blob(data)

@@ -22,7 +22,7 @@ MAX_DEPTH = 32  # JSON nesting a record may have; gitwal's own records need 4
 # Fields added to the format after version 1 shipped: encoded only when they
 # carry something, so records without them stay byte-identical (and canonical).
 OPTIONAL_FIELDS = frozenset({"saved", "auth", "worktree", "decided_by", "note", "theirs",
-                             "claimed"})
+                             "claimed", "withheld"})
 
 
 def to_dict(record: Record) -> dict[str, Any]:

@@ -54,6 +54,10 @@ class Intent:
     # (authorship.py): present on an intent that carries a command. Encoded
     # only when present, so a log without it keeps its bytes.
     auth: str | None = None
+    # Targets whose images the log withholds (untracked secret-looking files,
+    # gitwal/secrets.py): their pre and post ids are hashes only, no append
+    # keeps those blobs, so no reader can restore them. Encoded only when set.
+    withheld: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

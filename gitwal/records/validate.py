@@ -192,9 +192,12 @@ def build(cls: type[Record], body: dict[str, Any]) -> Record:
         if tool in RESTORING_TOOLS and any(
                 x >= lsn for x in (args.get("undoes") or [args.get("redoes")])):
             raise ValueError(f"an {tool} intent names only earlier LSNs")
+        withheld = _paths("withheld", body.get("withheld", []), distinct=True)
+        if not set(withheld) <= set(target) or (withheld and tool == EXEC_TOOL):
+            raise ValueError("withheld names some of a file intent's targets")
         return Intent(
             run, lsn, tool, args, target, pre, post, mode,
-            replay, req("key", str), check, step, auth,
+            replay, req("key", str), check, step, auth, withheld,
         )
     if cls is Commit:
         recovered = body.get("recovered", False)

@@ -75,7 +75,10 @@ class FileDecisions(DecisionHost):
                 return self._missing(intent, missing)
             restored = restore_pre(self.wt, intent).restored
             detail += f"; restored {', '.join(restored)} from the pre-image"
-        if self.redo and intent.replay == REPLAY_SAFE and not others:
+        if self.redo and intent.withheld:
+            detail += (f"; not redone: the log keeps only hashes of {', '.join(intent.withheld)}"
+                       " (a secret-looking file), so it cannot write its post-image")
+        elif self.redo and intent.replay == REPLAY_SAFE and not others:
             kept = apply_post(self.wt, intent)
             if not kept:
                 return self._commit_found(intent, outcome, detail + "; redone", "redone")
@@ -134,6 +137,12 @@ class FileDecisions(DecisionHost):
                                  foreign, True)
         if (missing := missing_images(self.store.repo, intent)):
             return self._missing(intent, missing)
+        if secret := [p for p in foreign if p in intent.withheld]:
+            # Saving what it holds would put a secret's bytes into the log.
+            return self._outcome(intent, IN_DOUBT, "left-open",
+                                 detail + f"; --restore does not store {', '.join(secret)} "
+                                 "(a secret-looking file) in the log: move it away, or "
+                                 "`git wal resolve`", foreign, True)
         saved: list[Saved] = []
         for p, state in zip(intent.target, now, strict=True):
             if p in foreign and state in (DIRECTORY, SPECIAL):
@@ -160,11 +169,15 @@ class FileDecisions(DecisionHost):
             foreign, saved=tuple((s.path, s.blob, s.command()) for s in saved))
 
     def _missing(self, intent: Intent, paths: list[str]) -> Outcome:
-        return self._outcome(
-            intent, IN_DOUBT, "left-open",
-            f"in doubt: the pre-image of {', '.join(paths)} is not in the object database "
-            "(pruned, or the log names an object it never stored); nothing was restored",
-            tuple(paths), True)
+        secret = [p for p in paths if p in intent.withheld]
+        if secret:
+            why = (f"not restorable: the log keeps only the hash of {', '.join(secret)}'s "
+                   "pre-image (a secret-looking file, docs/security.md)")
+        else:
+            why = (f"the pre-image of {', '.join(paths)} is not in the object database "
+                   "(pruned, or the log names an object it never stored)")
+        return self._outcome(intent, IN_DOUBT, "left-open",
+                             f"in doubt: {why}; nothing was restored", tuple(paths), True)
 
     def _commit_found(
         self, intent: Intent, outcome: str, detail: str, action: str

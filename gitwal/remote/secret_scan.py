@@ -8,8 +8,10 @@ instead (docs/security.md "Secrets").
 
 A path counts when it matches a secret pattern, is present in a tree the log
 keeps (an exec step's pre or post tree, a checkpoint's tree, any tree an
-append keeps alive) or named with content by an ``unlogged`` record, and is
-absent from the run's base commit (a file tracked there is in git already).
+append keeps alive), named with content by an ``unlogged`` record, or given
+an image by a file step's intent, commit or saved blob that an append keeps
+(a ``withheld`` image is an id only: nothing is sent), and is absent from the
+run's base commit (a file tracked there is in git already).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from ..ids import ABSENT, RunId
 from ..log.chain import Chain
 from ..log.rewrite import ARCHIVE_PREFIX
 from ..log.segments import Segment, object_kind, read_segment
-from ..records.model import Checkpoint, Commit, Intent, Plan, Unlogged
+from ..records.model import Abort, Checkpoint, Commit, Intent, Plan, Unlogged
 from ..worktree.snapshot import tree_state
 
 
@@ -83,6 +85,27 @@ def _trees(seg: Segment) -> list[tuple[str, str]]:
     return out
 
 
+def _images(seg: Segment) -> list[tuple[str, str, str]]:
+    """(path, blob id, where) of every file image a record of the segment names:
+    a file intent's pre and post, its commit's post, a saved blob."""
+    out: list[tuple[str, str, str]] = []
+    intents: dict[int, Intent] = {}
+    for e in seg.entries:
+        rec = e.record
+        if isinstance(rec, Intent) and rec.tool != "exec" and rec.post is not None:
+            intents[rec.lsn] = rec
+            for path, pre, post in zip(rec.target, rec.pre, rec.post, strict=True):
+                out += [(path, pre, f"the pre-image of file step LSN {rec.lsn}"),
+                        (path, post, f"the post-image of file step LSN {rec.lsn}")]
+        elif isinstance(rec, Commit) and (i := intents.get(rec.intent)) is not None:
+            out += [(path, post, f"the commit of file step LSN {i.lsn}")
+                    for path, post in zip(i.target, rec.post, strict=False)]
+        if isinstance(rec, Abort):
+            out += [(path, oid, f"a blob abort LSN {rec.lsn} saved")
+                    for path, oid in rec.saved if path != "."]
+    return out
+
+
 def scan(repo: pygit2.Repository, run: str) -> list[Leak]:
     """Every untracked secret-looking path the log of ``run`` would send."""
     match = secrets.matcher(secrets.patterns(repo))
@@ -98,6 +121,13 @@ def scan(repo: pygit2.Repository, run: str) -> list[Leak]:
                     if (have != ABSENT and path not in leaks and match(path)
                             and (base is None or tree_state(repo, str(base.id), path) == ABSENT)):
                         leaks[path] = Leak(run, path, f"unlogged record LSN {rec.lsn}")
+        # A record may name a secret's image by id (withheld: docs/format.md);
+        # it leaks only when an append keeps the blob, which push would send.
+        kept = frozenset().union(*(a.objects for a in seg.appends))
+        for path, oid, where in _images(seg):
+            if (oid in kept and path not in leaks and match(path)
+                    and (base is None or tree_state(repo, str(base.id), path) == ABSENT)):
+                leaks[path] = Leak(run, path, where)
         for oid, where in _trees(seg):
             if oid in seen or object_kind(repo, oid) != ObjectType.TREE:
                 continue

@@ -316,6 +316,8 @@ def named_objects(rec: Record, intents: dict[int, Intent]) -> list[tuple[str, st
             out.append((rec.pre[0], "pre tree", ObjectType.TREE))
         else:
             for path, pre, post in zip(rec.target, rec.pre, rec.post or rec.pre, strict=True):
+                if path in rec.withheld:
+                    continue  # ids only: no append keeps a secret's bytes (docs/format.md)
                 out += [(pre, f"pre-image of {path}", ObjectType.BLOB),
                         (post, f"post-image of {path}", ObjectType.BLOB)]
     elif isinstance(rec, Commit):
@@ -325,7 +327,8 @@ def named_objects(rec: Record, intents: dict[int, Intent]) -> list[tuple[str, st
         else:
             paths = intent.target if intent else tuple(f"#{n}" for n in range(len(rec.post)))
             out += [(p, f"post-image of {t}", ObjectType.BLOB)
-                    for t, p in zip(paths, rec.post, strict=False)]
+                    for t, p in zip(paths, rec.post, strict=False)
+                    if intent is None or t not in intent.withheld]
     elif isinstance(rec, Checkpoint):
         out += [(rec.tree, "checkpoint tree", ObjectType.TREE),
                 (rec.plan, "plan blob", ObjectType.BLOB)]

@@ -198,6 +198,10 @@ class Snapshots:
                "-c", "core.splitIndex=true", "-c", f"core.excludesFile={excludes}"]
         report = secrets.add_report(git(["add", "-A", "-v", "--", "."]))
         present = [w for w in watch if os.path.lexists(self.root / w)]
+        # A watched secret-looking file is never read into git (its rollback
+        # is held in memory: secretfiles.py).
+        hidden = set(secrets.withheld(self.repo, self.root, present)) if present else set()
+        present = [w for w in present if w not in hidden]
         if present:
             # Ignored files under the watched paths too (-f). Never without a
             # pathspec: that would force-add every ignored file of the tree.

@@ -99,6 +99,10 @@ class Worktree(Snapshots):
                            "run gitwal inside a clone with a working tree")
         self.repo = repo
         self.root = Path(repo.workdir).resolve()
+        # Bytes of withheld images (secret-looking files) this process read or
+        # computed: the log names them by id only, so only here can a step
+        # write them (its post, or its pre when it aborts).
+        self.held: dict[str, bytes] = {}
         for gitdir in _git_dirs(repo):
             if self.root == gitdir or gitdir in self.root.parents:
                 raise WalError(f"the working tree {self.root} is inside the git directory "
@@ -264,9 +268,12 @@ class Worktree(Snapshots):
         if oid == ABSENT:
             self.remove(rel)
             return
-        blob = self.repo[oid]
-        assert isinstance(blob, pygit2.Blob)
-        self.write(rel, blob.data, mode or MODE_FILE, tag)
+        data = self.held.get(oid)
+        if data is None:
+            blob = self.repo[oid]
+            assert isinstance(blob, pygit2.Blob)
+            data = blob.data
+        self.write(rel, data, mode or MODE_FILE, tag)
 
     def clear_temp(self, rel: str, tag: str) -> bool:
         """Remove the temp files killed writes of ``rel`` tagged ``tag`` left
