@@ -92,7 +92,7 @@ def left_to_others(repo: pygit2.Repository, wt: Worktree, me: str, paths: Iterab
             moved = set(wt.changed_paths(TreeId(last.pre[0]), TreeId(now)))
             for p in moved & set(wanted):
                 out.setdefault(p, f"maybe changed by run {rid}'s shell step, LSN "
-                                  f"{last.lsn}, still running")
+                                  f"{last.lsn}, still open")
     return out
 
 

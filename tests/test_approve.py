@@ -43,7 +43,7 @@ def test_logged_refused_until_approved_then_run_exactly_once(repo: Path) -> None
     assert again.returncode == 3 and "LSN 2 is waiting for a person's approval" in again.stderr
     # Waiting for a person, not interrupted: every other step says so.
     for argv in (("apply", "ensure-line", "README", "x"), ("claim", "README"),
-                 ("exec", "--", "true"), ("undo",)):
+                 ("exec", "--", "true")):
         other = wal(repo, *argv)
         assert other.returncode == 1 and "still open" not in other.stderr, argv
         assert "irreversible step waiting for a person's approval" in other.stderr, argv
