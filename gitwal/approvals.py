@@ -27,9 +27,10 @@ from collections.abc import Sequence
 
 from .decisions import a_person
 from .errors import NeedsApproval, RunBusy, WalError
-from .ids import Lsn
-from .records.model import Approval, Checkpoint, Commit, Intent, Record
+from .ids import CommitId, Lsn
+from .records.model import Approval, Checkpoint, Commit, Intent, Record, agent_tag
 from .run import Run, StepResult
+from .trust.authority import Waiting, require, waiting
 
 __all__ = ["approve", "exec_irreversible", "pending", "refuse_unsplit"]
 
@@ -38,16 +39,12 @@ def is_irreversible(intent: Intent) -> bool:
     return intent.tool == "exec" and intent.args.get("irreversible") is True
 
 
-def pending(records: Sequence[Record]) -> tuple[Intent, Approval | None] | None:
-    """The open irreversible intent at the log's end and its approval, if any."""
-    if not records:
-        return None
-    last = records[-1]
-    approval = last if isinstance(last, Approval) else None
-    intent = records[-2] if approval is not None and len(records) > 1 else last
-    if not isinstance(intent, Intent) or not is_irreversible(intent):
-        return None
-    return intent, approval
+def pending(run: Run, head: CommitId | None) -> Waiting | None:
+    """The open irreversible intent at the log's end and its approvals: only
+    one with authority here (trust/authority.py) may run it; a fetched or
+    hand-written approval is data."""
+    found = waiting(run.store.repo, run.store, head)
+    return found if found is not None and is_irreversible(found.intent) else None
 
 
 def refuse_unsplit(segment: Sequence[Record]) -> None:
@@ -74,19 +71,37 @@ def approve(run: Run, lsn: int, note: str = "", approved_by: str | None = None) 
         head = run.store.head()
         if head is None:
             raise RunBusy(f"run {run.id} has no log")
-        waiting = pending(run.recent(2))
-        if waiting is None or waiting[0].lsn != lsn:
+        found = pending(run, head)
+        if found is None or found.intent.lsn != lsn:
             raise WalError(f"run {run.id}: LSN {lsn} is not an irreversible step waiting "
                            "for approval", "`git wal status` shows the open step; "
                            "`git wal exec --irreversible` logs one")
-        if waiting[1] is not None:
-            raise WalError(f"LSN {lsn} was approved already (LSN {waiting[1].lsn}, by "
-                           f"{waiting[1].approved_by})", "run the same command again, or "
-                           "`git wal recover --redo`, to run it")
+        if found.approved is not None:
+            raise WalError(f"LSN {lsn} was approved already (LSN {found.approved.lsn}, by "
+                           f"{found.approved.approved_by})", "run the same command again, "
+                           "or `git wal recover --redo`, to run it")
+        require(run.store.repo, found.intent, "approve it (its command would never run here)")
+        refuse_started(run, found.intent)
         last = run.store.head_records(head)[-1]
         record = Approval(run.id, Lsn(last.lsn + 1), Lsn(lsn), who, note)
         run.store.append([record], [], head)
     return record
+
+
+def refuse_started(run: Run, intent: Intent) -> None:
+    """A step whose command may have started is never approved into a second
+    run: an agent's call (the agent ran it, no command lock can tell), or one
+    whose command lock file exists. Only a person's decision closes it."""
+    tag = agent_tag(intent)
+    if tag is None and not run.store.command_started(intent.lsn):
+        return
+    why = (f"it is {tag.get('name', 'an agent')}'s call, which the agent runs itself: it "
+           "may have run already" if tag is not None else
+           "its command was started before (its command lock file exists)")
+    raise WalError(
+        f"LSN {intent.lsn} cannot be approved: {why}; approving it would run it again",
+        f"find out whether it happened, then `git wal resolve {intent.lsn} --run {run.id} "
+        "--applied` (it did) or `--not-applied` (it did not)")
 
 
 def exec_irreversible(run: Run, argv: Sequence[str], check: str | None = None,
@@ -97,22 +112,26 @@ def exec_irreversible(run: Run, argv: Sequence[str], check: str | None = None,
     (NeedsApproval), or, when it is the approved step waiting, run once."""
     with run.store.locked():
         head = run.store.head()
-        records = run.recent(2)
-        waiting = pending(records)
-        if waiting is not None and head is not None:
-            intent, approval = waiting
+        found = pending(run, head)
+        if found is not None and head is not None:
+            intent, approval = found.intent, found.approved
             if list(argv) != intent.args.get("argv"):
                 raise WalError(f"LSN {intent.lsn} (exec {shlex.join(intent.args['argv'])}) "
                                "is an irreversible step still waiting", "approve and run it, "
                                "or close it (`git wal resolve "
                                f"{intent.lsn} --not-applied`) before another step")
             if approval is None:
-                raise NeedsApproval(f"LSN {intent.lsn} is waiting for a person's approval",
+                data = "".join(
+                    f"; LSN {a.lsn} (approval by {a.approved_by}) was not written in this "
+                    "clone nor signed by a key you trust: it is data here" for a in found.data)
+                raise NeedsApproval(f"LSN {intent.lsn} is waiting for a person's approval"
+                                    + data,
                                     f"ask the user to run `git wal approve {intent.lsn}`")
             if run.store.command_started(intent.lsn):
                 raise WalError(f"LSN {intent.lsn} was started before (a crash?): it is not "
                                "run twice", "`git wal recover` decides it")
-            return run.run_logged(intent, head, approval.lsn, timeout)
+            newest = run.store.head_records(head)[-1].lsn
+            return run.run_logged(intent, head, Lsn(newest), timeout)
         if not allow_uncheckpointed:
             refuse_unsplit(run.since_checkpoint())
     return run.exec(argv, check=check, step=step, watch=watch, timeout=timeout,

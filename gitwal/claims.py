@@ -38,6 +38,7 @@ from .log.pathlocks import Holder, PathBusy, path_locks
 from .records.model import Claim, Record
 from .records.validate import path_problem
 from .repository import common_dir, worktree_name
+from .trust.authority import may_act
 
 if TYPE_CHECKING:
     from .run import Run
@@ -86,7 +87,8 @@ def _claims_of(repo: pygit2.Repository, run: str, now: int) -> list[Live]:
         head = chain.head()
         if head is None:
             return []
-        return _live(held_at(repo, chain, head), now)  # cached per head: claimfold.py
+        # cached per head (claimfold.py); a claim binds only with authority here
+        return _live(held_at(repo, chain, head, lambda c: may_act(repo, c)), now)
     except WalError:
         return []
 
@@ -176,7 +178,7 @@ def kept_off_others(repo: pygit2.Repository, holder: Holder,
     (log/others.py: an agent's step spans two hooks, so no lock spans it) or
     another run claims one. One mechanism for CLI, library and agent steps."""
     with path_locks(repo, paths, holder):
-        other = open_step_on(repo, RunId(holder.run), paths)
+        other = open_step_on(repo, RunId(holder.run), paths, lambda i: may_act(repo, i))
         if other is not None:
             raise other.refusal()
         keep_off_claims(repo, holder.run, paths)

@@ -44,11 +44,13 @@ from .records.model import (
     Commit,
     Intent,
     Record,
+    agent_tag,
 )
 from .shell_among import OTHERS_ARG, among, left_to_others, others_now
 from .steps_api import StepResult as StepResult  # re-exported: callers import it from here
 from .steps_api import ToolSteps
 from .tools import RESTORING_TOOLS
+from .trust.authority import may_act
 from .worktree import secretfiles
 from .worktree.overwrite import bring_back_tree, describe, left_note, restore_plan, restore_tree
 from .worktree.snapshot import watched_paths
@@ -98,11 +100,27 @@ class Run(ToolSteps):
         if head is None:
             raise RunBusy(f"run {self.id} has no log")
         last = self.store.head_records(head)[-1]
+        if isinstance(last, Approval) and not may_act(self.store.repo, last, head):
+            raise StepFailed(
+                f"run {self.id}: intent LSN {last.intent} is an irreversible step waiting for "
+                f"a person's approval (approval LSN {last.lsn} was not written in this clone "
+                "nor signed by a key you trust: it is data here)",
+                f"ask the user to run `git wal approve {last.intent} --run {self.id}`, or drop "
+                f"the step: `git wal resolve {last.intent} --run {self.id} --not-applied`")
         if isinstance(last, Approval):
             raise StepFailed(
                 f"run {self.id}: intent LSN {last.intent} is approved and waits to run",
                 "run the same command again (`git wal exec --irreversible -- ...`), or "
                 f"`git wal recover --run {self.id} --redo`")
+        if isinstance(last, Intent) and last.args.get("irreversible") is True \
+                and agent_tag(last) is None:
+            raise StepFailed(
+                f"run {self.id}: intent LSN {last.lsn} (exec "
+                f"{shlex.join(last.args.get('argv') or [])}) is an irreversible step waiting "
+                "for a person's approval",
+                f"ask the user to run `git wal approve {last.lsn} --run {self.id}` and then "
+                f"run it (`git wal recover --run {self.id} --redo`), or drop it: `git wal "
+                f"resolve {last.lsn} --run {self.id} --not-applied`")
         if isinstance(last, Intent):
             raise StepFailed(
                 f"run {self.id}: intent LSN {last.lsn} ({last.tool} "

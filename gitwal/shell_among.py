@@ -41,13 +41,22 @@ import pygit2
 from .claims import claims_on, now_s
 from .errors import WalError
 from .history import changes_of, tree_changes
-from .ids import UNKNOWN, TreeId
+from .ids import UNKNOWN, RunId
+from .live_others import left_to_others, others_now
 from .log.chain import Chain
 from .log.others import closed_steps, runs_here
 from .log.segments import Failure
-from .records.model import EXEC_TOOL, Abort, Claim, Commit, Intent, Record, Seal, Unlogged
+from .records.model import (
+    EXEC_TOOL,
+    Abort,
+    Claim,
+    Commit,
+    Intent,
+    Record,
+    Unlogged,
+)
+from .trust.authority import may_act
 from .worktree.snapshot import tree_state
-from .worktree.tree import Worktree
 
 __all__ = ["Named", "OTHERS_ARG", "among", "check_named", "left_by_others", "left_to_others",
            "others_now", "theirs"]
@@ -56,21 +65,20 @@ OTHERS_ARG = "others"  # the exec intent's args key: {run: newest LSN at the int
 Named = tuple[tuple[str, str, int], ...]  # (path, run, LSN)
 
 
-def others_now(repo: pygit2.Repository, me: str) -> dict[str, int]:
-    """Every other run of this worktree that may still append: its newest LSN.
-    Read before the pre snapshot (module docstring)."""
-    out: dict[str, int] = {}
-    for rid, chain, head in runs_here(repo, me):
-        try:
-            last = chain.head_records(head)[-1]
-        except WalError:
-            continue  # a damaged log is reported by its own commands
-        if not isinstance(last, Seal):  # sealed: nothing more to come
-            out[str(rid)] = int(last.lsn)
-    return out
+def _intent_time(repo: pygit2.Repository, me: str, intent: Intent) -> int:
+    """When ``intent`` (of run ``me``) was appended (0: not found)."""
+    chain = Chain(repo, RunId(me))
+    head = chain.head()
+    if head is None:
+        return 0
+    for commit, records in chain.appends(head):
+        if any(r.lsn <= intent.lsn for r in records):
+            return commit.commit_time
+    return 0
 
 
-def _closed_since(chain: Chain, seen: int) -> list[tuple[Intent, Commit | None]]:
+def _closed_since(chain: Chain, seen: int,
+                  after: int | None = None) -> list[tuple[Intent, Commit | None]]:
     """The steps of one run whose commit came after LSN ``seen``, newest commit
     first; first of all its open file intent, if its newest record is one (a
     step that may have written its targets and not yet appended its commit)."""
@@ -81,7 +89,8 @@ def _closed_since(chain: Chain, seen: int) -> list[tuple[Intent, Commit | None]]
     last = chain.head_records(head)[-1]
     if isinstance(last, Intent) and last.tool != EXEC_TOOL:
         out.append((last, None))
-    closed = sorted(closed_steps(chain, head, lambda lsn, _at: lsn <= seen),
+    closed = sorted(closed_steps(chain, head, lambda lsn, at: lsn <= seen or (
+        after is not None and at < after)),
                     key=lambda step: -step[1].lsn)
     return out + [(intent, commit) for intent, commit, _at in closed]
 
@@ -103,12 +112,19 @@ def theirs(repo: pygit2.Repository, me: str, intent: Intent, post: str) -> Named
     if not changed:
         return ()
     found: dict[str, tuple[str, int]] = {}
+    started: int | None = None
     for rid, chain, _head in runs_here(repo, me):
         try:
-            steps = _closed_since(chain, int(seen.get(str(rid), 0)))
+            if str(rid) in seen:
+                steps = _closed_since(chain, int(seen[str(rid)]))
+            else:  # not live at the intent: only what it committed since then
+                started = _intent_time(repo, me, intent) if started is None else started
+                steps = _closed_since(chain, 0, started)
         except WalError:
             continue
         for step, commit in steps:  # newest first: the newest matching step names it
+            if not may_act(repo, step):
+                continue  # another clone's step changed another tree
             for path, after in _posts(repo, step, commit).items():
                 if (path in changed and path not in found
                         and tree_state(repo, post, path) == after):
@@ -140,6 +156,8 @@ def _name_from(repo: pygit2.Repository, chain: Chain, head: Any, found: dict[str
     mine: dict[str, tuple[int, int]] = {}  # path -> (closing LSN, step LSN), the newest
 
     def match(step: Intent, commit: Commit | None) -> None:
+        if not may_act(repo, step):
+            return  # another clone's step: it explains nothing in this tree
         closed = commit.lsn if commit is not None else 1 << 62  # in flight: newest of all
         for path, after in _posts(repo, step, commit).items():
             if (found.get(path) == after and path not in named
@@ -269,31 +287,3 @@ def _their_problem(repo: pygit2.Repository, records: Sequence[Record] | None, pa
             and tree_state(repo, post, path) != after[path]:
         return "the post tree does not hold that step's post there"
     return ""
-
-
-def left_to_others(repo: pygit2.Repository, wt: Worktree, me: str, paths: Iterable[str],
-                   now: str) -> dict[str, str]:
-    """The paths among ``paths`` that a restore of ``me``'s shell step (the tree
-    ``now`` back to its pre tree) must leave, each with why: another run's file
-    step is changing it right now (its intent open: putting the path back would
-    lose that step's update), or another run's shell step still open may have
-    changed it (it differs between that step's pre tree and ``now``: its
-    command's changes cannot be told from this step's until it commits)."""
-    wanted = list(paths)
-    out: dict[str, str] = {}
-    for rid, chain, head in runs_here(repo, me):
-        try:
-            last = chain.head_records(head)[-1]
-        except WalError:
-            continue
-        if not isinstance(last, Intent):
-            continue
-        if last.tool != EXEC_TOOL:
-            for p in set(last.target) & set(wanted):
-                out.setdefault(p, f"being changed by run {rid}, LSN {last.lsn}")
-        elif last.pre and isinstance(repo.get(last.pre[0]), pygit2.Tree):
-            moved = set(wt.changed_paths(TreeId(last.pre[0]), TreeId(now)))
-            for p in moved & set(wanted):
-                out.setdefault(p, f"maybe changed by run {rid}'s shell step, LSN "
-                                  f"{last.lsn}, still open")
-    return out

@@ -28,6 +28,7 @@ from .history import History, redo_restore, turns, undo_restore
 from .ids import ABSENT, Lsn
 from .records.model import agent_tag
 from .run import Run
+from .trust.authority import require_steps
 from .worktree.overwrite import DIRECTORY, SPECIAL, bring_back, found
 
 __all__ = ["Undo", "diff", "document", "plan_redo", "plan_undo", "redo", "undo"]
@@ -212,4 +213,9 @@ def _carried_out(run: Run, plan_of: Callable[[History], Undo], dry_run: bool) ->
     if dry_run:
         return plan_of(History.of(run.store.repo, run.records()))
     with run.store.locked():
-        return _perform(run, plan_of(History.of(run.store.repo, run.records())))
+        records = run.records()
+        plan = plan_of(History.of(run.store.repo, records))
+        # A log is data: only steps with authority here give their images back.
+        require_steps(run.store.repo, records, plan.lsns,
+                      f"{plan.tool} LSN {{lsn}} (write the images it names into the tree)")
+        return _perform(run, plan)

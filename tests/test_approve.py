@@ -41,8 +41,13 @@ def test_logged_refused_until_approved_then_run_exactly_once(repo: Path) -> None
     assert "hint: ask the user to run `git wal approve 2`" in first.stderr
     again = wal(repo, *PUSH)  # asking again neither runs it nor logs a second intent
     assert again.returncode == 3 and "LSN 2 is waiting for a person's approval" in again.stderr
-    other = wal(repo, "apply", "ensure-line", "README", "x")
-    assert other.returncode == 1 and "still open" in other.stderr
+    # Waiting for a person, not interrupted: every other step says so.
+    for argv in (("apply", "ensure-line", "README", "x"), ("claim", "README"),
+                 ("exec", "--", "true")):
+        other = wal(repo, *argv)
+        assert other.returncode == 1 and "still open" not in other.stderr, argv
+        assert "irreversible step waiting for a person's approval" in other.stderr, argv
+        assert "git wal approve 2" in other.stderr, argv
 
     approved = check(json.loads(ok(repo, "approve", "2", "--note", "release reviewed", "--json")),
                      "approve")

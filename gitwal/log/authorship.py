@@ -1,4 +1,5 @@
-"""Who wrote a command that a record carries: only this clone's own commands run.
+"""The per-clone MAC: which records this clone wrote. What a record may
+authorize follows from it (trust/authority.py asks :func:`written_here`).
 
 An intent's ``check`` and an exec intent's ``argv`` are commands. A log is
 data (docs/security.md): it may have been fetched, appended to by another
@@ -24,16 +25,18 @@ import secrets
 import stat
 from dataclasses import replace
 from pathlib import Path
+from typing import TypeVar
 
 import pygit2
 
 from ..durable import create_once, makedirs_durable
 from ..errors import WalError
 from ..records.codec import encode
-from ..records.model import EXEC_TOOL, Intent
+from ..records.model import EXEC_TOOL, MACED, Intent, Maced, Record
 from ..repository import common_dir
 
 SECRET_BYTES = 32
+R = TypeVar("R", bound=Record)
 
 
 class ForeignCommand(WalError):
@@ -87,25 +90,28 @@ def carries_command(intent: Intent) -> bool:
     return intent.check is not None or intent.tool == EXEC_TOOL
 
 
-def _mac(secret: bytes, intent: Intent) -> str:
-    return hmac.new(secret, encode(replace(intent, auth=None)), hashlib.sha256).hexdigest()
+def _mac(secret: bytes, record: Maced) -> str:
+    return hmac.new(secret, encode(replace(record, auth=None)), hashlib.sha256).hexdigest()
 
 
-def attach(repo: pygit2.Repository, intent: Intent) -> Intent:
-    """``intent`` with this clone's proof of authorship. Every intent gets
-    one: recovery runs the command of, and writes the images of, only the
-    intents this clone wrote."""
+def attach(repo: pygit2.Repository, record: R) -> R:
+    """``record`` with this clone's proof of authorship when its type carries
+    one (records.model.MACED: intents, commits, aborts, approvals, claims),
+    else ``record`` as it is. Every such record gitwal appends gets one."""
+    if not isinstance(record, MACED):
+        return record
     secret = _secret(repo, create=True)
     assert secret is not None
-    return replace(intent, auth=_mac(secret, intent))
+    out: R = replace(record, auth=_mac(secret, record))
+    return out
 
 
-def written_here(repo: pygit2.Repository, intent: Intent) -> bool:
-    """True when this clone wrote ``intent`` (its ``auth`` verifies)."""
-    if intent.auth is None:
+def written_here(repo: pygit2.Repository, record: Record) -> bool:
+    """True when this clone wrote ``record`` (its ``auth`` verifies)."""
+    if not isinstance(record, MACED) or record.auth is None:
         return False
     secret = _secret(repo, create=False)
-    return secret is not None and hmac.compare_digest(intent.auth, _mac(secret, intent))
+    return secret is not None and hmac.compare_digest(record.auth, _mac(secret, record))
 
 
 def require(repo: pygit2.Repository, intent: Intent, what: str, command: str) -> None:

@@ -18,7 +18,7 @@ head it names, which the chain it reads must pass through.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,13 +41,21 @@ class Live:
     until: int  # Unix seconds
 
 
+FOLD_VERSION = 2  # 2: only claims with authority here are folded in
 Held = dict[str, Live]  # pattern -> the claim that holds it, live or expired
 
 
-def fold_into(held: Held, records: Iterable[Record]) -> Held:
+Admit = Callable[[Claim], bool]
+
+
+def fold_into(held: Held, records: Iterable[Record], admit: Admit = lambda _c: True) -> Held:
     """``held`` after ``records`` (oldest first): a later claim of a pattern
-    replaces it, ttl 0 releases it, a seal ends every claim."""
+    replaces it, ttl 0 releases it, a seal ends every claim. A claim ``admit``
+    refuses (one without authority here: claims.py asks trust/authority.py)
+    is data and changes nothing."""
     for rec in records:
+        if isinstance(rec, Claim) and not admit(rec):
+            continue
         if isinstance(rec, Claim):
             for p in rec.paths:
                 if rec.ttl == 0:
@@ -66,14 +74,19 @@ def _cache(repo: pygit2.Repository, run: str) -> Path:
 def _read(path: Path, run: str) -> tuple[str | None, Held]:
     try:
         data = json.loads(path.read_bytes())
+        if data.get("v") != FOLD_VERSION:
+            return None, {}  # folded before claims needed authority: fold again
         held = {str(p): Live(run, str(p), int(lsn), int(until)) for p, lsn, until in data["held"]}
         return str(data["head"]), held
     except (OSError, ValueError, KeyError, TypeError):
         return None, {}  # missing, torn or not ours: fold from the log
 
 
-def held_at(repo: pygit2.Repository, chain: Chain, head: CommitId) -> Held:
-    """The claims of ``chain``'s run as of ``head`` (expired ones included)."""
+def held_at(repo: pygit2.Repository, chain: Chain, head: CommitId,
+            admit: Admit = lambda _c: True) -> Held:
+    """The claims of ``chain``'s run as of ``head`` (expired ones included),
+    of the claim records ``admit`` accepts (the same predicate every call:
+    the cache does not tell two apart)."""
     key = (repo.path, str(chain.run))
     known = _HELD.get(key)
     if known is not None and known[0] == head:
@@ -90,8 +103,9 @@ def held_at(repo: pygit2.Repository, chain: Chain, head: CommitId) -> Held:
         newer.append(records)
     else:
         held = {}  # the cached head is not on this chain: fold all of it
-    held = fold_into(held, (r for records in reversed(newer) for r in records))
-    body = {"head": head, "held": [[c.pattern, c.lsn, c.until] for c in held.values()]}
+    held = fold_into(held, (r for records in reversed(newer) for r in records), admit)
+    body = {"v": FOLD_VERSION, "head": head,
+            "held": [[c.pattern, c.lsn, c.until] for c in held.values()]}
     replace_cache(path, json.dumps(body).encode())
     _HELD[key] = (head, dict(held))
     return held

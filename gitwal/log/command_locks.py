@@ -62,18 +62,24 @@ class CommandLocks:
 
     def command_running(self, lsn: Lsn) -> Path | None:
         """The lock file of exec step ``lsn`` if a process still holds it."""
-        path = self._command_lock(lsn)
-        try:
-            fd = os.open(path, os.O_RDWR)
-        except FileNotFoundError:
-            return None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return path
-        finally:
-            os.close(fd)
-        return None
+        return command_running(self.repo, self.run, lsn)
 
     def clear_command_lock(self, lsn: Lsn) -> None:
         self._command_lock(lsn).unlink(missing_ok=True)
+
+
+def command_running(repo: pygit2.Repository, run: str, lsn: int) -> Path | None:
+    """The lock file of ``run``'s exec step ``lsn`` if a process still holds it
+    (any run's: a restore asks whether another run's shell step is live)."""
+    path = lock_dir(repo) / f"{run}.{lsn}.cmd"
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return path
+    finally:
+        os.close(fd)
+    return None

@@ -103,9 +103,12 @@ def closed_steps(chain: Chain, head: CommitId,
             return
 
 
-def open_step_on(repo: pygit2.Repository, me: RunId, paths: Sequence[str]) -> OpenStep | None:
+def open_step_on(repo: pygit2.Repository, me: RunId, paths: Sequence[str],
+                 admit: Callable[[Intent], bool] = lambda _i: True) -> OpenStep | None:
     """The first other run (bound to this worktree, or unbound) whose newest
-    record is an open file intent on one of ``paths``; None if there is none.
+    record is an open file intent on one of ``paths`` that ``admit`` accepts
+    (claims.py admits only intents with authority here: a fetched run's open
+    intent binds nobody here); None if there is none.
 
     An open ``exec`` intent is not one: its paths are not known in advance.
     Cost: the newest append of each run; a plan is read only on a hit."""
@@ -117,8 +120,8 @@ def open_step_on(repo: pygit2.Repository, me: RunId, paths: Sequence[str]) -> Op
             if not isinstance(last, Intent) or last.tool == EXEC_TOOL:
                 continue
             hit = [p for p in last.target if p in wanted]
-            if not hit or not _here(chain, head, here):
-                continue  # another worktree's tree: not ours
+            if not hit or not _here(chain, head, here) or not admit(last):
+                continue  # another worktree's tree, or another clone's: not ours
             task = chain.root_plan(head).task
         except WalError:
             continue  # a damaged log is reported by its own commands, not here

@@ -39,7 +39,7 @@ from ..durable import fsync_dir
 from ..errors import RunBusy, WalError
 from ..ids import CommitId, RunId
 from ..records.codec import encode
-from ..records.model import Intent, Record, Seal, summary
+from ..records.model import Record, Seal, summary
 from ..repository import common_dir
 from .appends import REF_PREFIX
 from .authorship import attach
@@ -155,9 +155,10 @@ class Store(ChainSurgery, CommandLocks):
         """
         if expect is not None:
             self._refuse_after_seal(expect)
-        # Every intent that carries a command gets this clone's proof that the
-        # local user wrote it; only such commands are ever run (authorship.py).
-        records = [attach(self.repo, r) if isinstance(r, Intent) else r for r in records]
+        # Every record that may authorize something (an intent, commit, abort,
+        # approval, claim) gets this clone's proof that it wrote it; only such
+        # records act here (authorship.py, trust/authority.py).
+        records = [attach(self.repo, r) for r in records]
         objects: list[RawObject] = []
         entries: list[tuple[str, int, str]] = []
         for rec in records:

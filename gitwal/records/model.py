@@ -51,8 +51,9 @@ class Intent:
     check: str | None = None
     step: int | None = None  # the plan step (1-based) this intent carries out
     # HMAC-SHA256 of the intent without it, keyed by this clone's secret
-    # (authorship.py): present on an intent that carries a command. Encoded
-    # only when present, so a log without it keeps its bytes.
+    # (authorship.py): present on every intent gitwal writes, and on every
+    # commit, abort, approval and claim (MACED). Encoded only when present,
+    # so a log without it keeps its bytes.
     auth: str | None = None
     # Targets whose images the log withholds (untracked secret-looking files,
     # gitwal/secrets.py): their pre and post ids are hashes only, no append
@@ -79,6 +80,7 @@ class Commit:
     # changed that another live run claimed. Encoded only when not empty.
     theirs: tuple[tuple[str, str, int], ...] = ()
     claimed: tuple[tuple[str, str, int], ...] = ()
+    auth: str | None = None  # as in Intent: this clone's MAC (trust/authority.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +101,7 @@ class Abort:
     note: str = ""
     theirs: tuple[tuple[str, str, int], ...] = ()  # as in Commit: never restored
     claimed: tuple[tuple[str, str, int], ...] = ()  # as in Commit
+    auth: str | None = None  # as in Intent
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +168,8 @@ class Approval:
     intent: Lsn
     approved_by: str  # "Name <email>" (git's identity), else the login name
     note: str = ""
+    # As in Intent: an approval acts only with authority (trust/authority.py).
+    auth: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +184,13 @@ class Claim:
     paths: tuple[str, ...]  # tree-relative paths or glob patterns (fnmatch: * ? [...])
     at: int  # Unix seconds when the claim was made
     ttl: int  # seconds it lasts from ``at``; 0: a release
+    auth: str | None = None  # as in Intent: a claim binds only with authority
 
+
+# The record types that carry ``auth`` (written on every one gitwal appends):
+# those that authorize or close something (trust/authority.py's table).
+Maced = Intent | Commit | Abort | Approval | Claim
+MACED: tuple[type[Maced], ...] = (Intent, Commit, Abort, Approval, Claim)
 
 Record = Plan | Intent | Commit | Abort | Checkpoint | Unlogged | Seal | Approval | Claim
 TYPES: dict[str, type[Record]] = {

@@ -184,9 +184,7 @@ def build(cls: type[Record], body: dict[str, Any]) -> Record:
         step = body.get("step")
         if step is not None and (not isinstance(step, int) or isinstance(step, bool)):
             raise ValueError("step must be an integer or null")
-        auth = body.get("auth")  # absent, never null: it is written only when present
-        if "auth" in body and not (isinstance(auth, str) and _HEX64.fullmatch(auth)):
-            raise ValueError(f"auth must be {_AUTH_LEN} lowercase hex digits")
+        auth = _auth(body)
         args = req("args", dict)
         _check_intent(tool, args, target, pre, mode)
         if tool in RESTORING_TOOLS and any(
@@ -205,7 +203,7 @@ def build(cls: type[Record], body: dict[str, Any]) -> Record:
             raise ValueError("recovered must be a boolean")
         return Commit(
             run, lsn, Lsn(req("intent", int)), ids("post"), req("verified", str), recovered,
-            *_decision(body), *_among(body, run),
+            *_decision(body), *_among(body, run), _auth(body),
         )
     if cls is Checkpoint:
         git, tree, plan_blob = req("git", str), req("tree", str), req("plan", str)
@@ -240,13 +238,13 @@ def build(cls: type[Record], body: dict[str, Any]) -> Record:
         note = body.get("note", "")
         if "note" in body and not (isinstance(note, str) and note):
             raise ValueError("note, when present, must be a non-empty string")
-        return Approval(run, lsn, Lsn(intent), who, note)
+        return Approval(run, lsn, Lsn(intent), who, note, _auth(body))
     if cls is Claim:
         paths = _paths("paths", req("paths", list), non_empty=True, distinct=True)
         at, ttl = req("at", int), req("ttl", int)
         if at < 0 or ttl < 0:
             raise ValueError("at and ttl must not be negative")
-        return Claim(run, lsn, paths, at, ttl)
+        return Claim(run, lsn, paths, at, ttl, _auth(body))
     if cls is Seal:
         last, head, tree = req("last", int), req("head", str), req("tree", str)
         if last != lsn - 1:
@@ -267,8 +265,17 @@ def build(cls: type[Record], body: dict[str, Any]) -> Record:
     return Abort(
         run, lsn, Lsn(req("intent", int)), req("reason", str), tuple(restored),
         req("output", str), tuple((p, o) for p, o in saved), *_decision(body),
-        *_among(body, run),
+        *_among(body, run), _auth(body),
     )
+
+
+def _auth(body: dict[str, Any]) -> str | None:
+    """``auth``: absent, never null (it is written only when present), else
+    64 lowercase hex digits."""
+    auth = body.get("auth")
+    if "auth" in body and not (isinstance(auth, str) and _HEX64.fullmatch(auth)):
+        raise ValueError(f"auth must be {_AUTH_LEN} lowercase hex digits")
+    return auth if isinstance(auth, str) else None
 
 
 def _decision(body: dict[str, Any]) -> tuple[str, str]:

@@ -32,7 +32,7 @@ from ..claims import now_s, run_claims
 from ..errors import RunBusy, WalError
 from ..ids import CommitId, Lsn
 from ..ledger import Rules, changes
-from ..log.authorship import foreign_command, written_here
+from ..log.authorship import foreign_command
 from ..log.chain import Chain
 from ..log.store import Ref, Store, list_runs
 from ..records.codec import to_dict
@@ -46,6 +46,7 @@ from ..report import (
     Outcome,
     Report,
 )
+from ..trust.authority import may_act, waiting
 from ..worktree.tree import Worktree
 from .elsewhere import Elsewhere, appended_at, changed_on, last_commit_time, steps_since
 from .files import FileDecisions
@@ -68,6 +69,7 @@ class Recovery(ExecDecisions, FileDecisions):
         self.next_lsn = Lsn(1)
         self.appended: list[Record] = []  # what this recovery added to the log
         self.approved: dict[Lsn, Approval] = {}
+        self.unapproved: tuple[Approval, ...] = ()
         self._others: dict[tuple[str, str], str] | None = None
         self._since: int | None = None  # when this run last committed a step
         self._elsewhere: list[Elsewhere] | None = None
@@ -91,7 +93,12 @@ class Recovery(ExecDecisions, FileDecisions):
         open_intents = scan.open_intents()
         if self.head is not None:
             self.intent_at = appended_at(self.store, self.head, [i.lsn for i in open_intents])
-        self.approved = scan.approved
+        # Only an approval with authority here runs a step (trust/authority.py);
+        # a fetched or hand-written one is data, named in the outcome.
+        found = waiting(self.store.repo, self.store, self.head)
+        self.approved = ({found.intent.lsn: found.approved}
+                         if found is not None and found.approved is not None else {})
+        self.unapproved = found.data if found is not None else ()
         running = {i.lsn: path for i in open_intents if i.tool == "exec"
                    and (path := self.store.command_running(i.lsn)) is not None}
         if running and not dry_run:
@@ -121,7 +128,7 @@ class Recovery(ExecDecisions, FileDecisions):
             # -- end log trust
             if not dry_run:
                 removed.extend(self._clear_temps(intent))
-            if dry_run or written_here(self.store.repo, intent):
+            if dry_run or may_act(self.store.repo, intent):
                 outcome = self._decide(intent, dry_run)
             else:
                 outcome = self._decide_unwritten(intent)

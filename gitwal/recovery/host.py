@@ -19,7 +19,8 @@ class DecisionHost:
     redo: bool
     restore: bool
     next_lsn: Lsn
-    approved: dict[Lsn, Approval]  # irreversible intents a person approved
+    approved: dict[Lsn, Approval]  # irreversible intents a person approved (with authority)
+    unapproved: tuple[Approval, ...]  # approvals without authority here: data
     intent_at: dict[int, int]  # open intent LSN -> the time of the append carrying it
 
     def _append(self, record: Record, refs: list[Ref] | None = None) -> None:

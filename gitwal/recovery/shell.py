@@ -167,10 +167,13 @@ class ExecDecisions(DecisionHost):
         # "left-open" even when only looking: recovery has nothing to decide here.
         approval = self.approved.get(intent.lsn)
         if approval is None:
+            data = "".join(f"; approval LSN {a.lsn} ({a.approved_by}) was not written in this "
+                           "clone nor signed by a key you trust: data here"
+                           for a in self.unapproved)
             return self._outcome(
                 intent, AWAITING_APPROVAL, "left-open",
                 "irreversible: waits for a person's approval (`git wal approve "
-                f"{intent.lsn}`); nothing of it has run", (), True)
+                f"{intent.lsn}`); nothing of it has run" + data, (), True)
         by = f"approved by {approval.approved_by} (LSN {approval.lsn})"
         if self.redo and not dry_run:
             return self._redo_exec(intent, pre_tree, AWAITING_APPROVAL, f"{by}; run now")

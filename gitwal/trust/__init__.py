@@ -1,0 +1,5 @@
+"""What a record may authorize here (docs/security.md, "Authority").
+
+authority.py   the one check every command that acts on a record asks: written
+               by this clone (its MAC), signed by a key the user trusts, or data
+"""
