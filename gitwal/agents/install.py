@@ -276,7 +276,10 @@ def _store(t: Target, data: dict[str, Any], commented: bool, notes: list[str] | 
                 notes.append(f"{t.path} held comments that could not be kept in place: the "
                              f"file was rewritten without them; the original is {backup}")
         written = save(f, data)
-    if written != t.path and notes is not None:
+    # Said only for a link gitwal's own part of the path holds (the file, its
+    # directory): a home directory reached through a link is not news.
+    linked = t.top is None and (t.path.is_symlink() or t.path.parent.is_symlink())
+    if linked and notes is not None:
         notes.append(f"{t.path} leads through a symbolic link: gitwal wrote the file it "
                      f"names, {written}")
 
