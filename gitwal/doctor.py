@@ -95,7 +95,7 @@ def _agents(top: Path) -> list[Finding]:
             t = agents.target(agent, scope, top)
             name = f"agent {agent} ({scope}: {t.path})"
             try:
-                data, _ = agents.read(t.path, jsonc=agent in agents.JSONC)
+                data, _ = agents.read(t.file, jsonc=agent in agents.JSONC)
             except WalError as e:
                 out.append(Finding(name, False, e.message, e.hint))
                 continue

@@ -297,3 +297,26 @@ def create_new(path: Path, data: bytes, mode: int = 0o600, tag: str = "n") -> No
     finally:
         tmp.unlink(missing_ok=True)
     fsync_dir(path.parent)
+
+
+def create_new_at(dir_fd: int, name: str, data: bytes, mode: int = 0o600,
+                  tag: str = "n") -> None:
+    """:func:`create_new` for the working tree: the name ``name`` of ``dir_fd``
+    is created durably, or FileExistsError when it is taken (a symlink too),
+    never replaced or written through (an ``O_EXCL|O_NOFOLLOW`` temp file,
+    fsynced, then linkat(2), then fsync of the directory)."""
+    tmp = temp_name(name, tag)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o600, dir_fd=dir_fd)
+    try:
+        try:
+            _write_fd(fd, data, mode)
+        finally:
+            os.close(fd)
+        os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+    finally:
+        try:
+            os.unlink(tmp, dir_fd=dir_fd)
+        except OSError:
+            pass
+    os.fsync(dir_fd)

@@ -120,21 +120,15 @@ def hook_entries(hooks_json: Path, data: Mapping[str, Any]) -> list[HookEntry]:
 
 
 def _load(path: Path) -> Any:
-    import tomlkit
-    from tomlkit.exceptions import TOMLKitError
+    """Codex's config.toml (the user's own: through cloned/, bounded, links followed)."""
+    from ..cloned import File, load_toml, text
 
+    hint = f"fix {path} by hand, then run the command again"
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        text = ""
-    except (OSError, UnicodeDecodeError) as e:
-        raise CodexConfigError(f"cannot read {path}: {e}",
-                               f"fix {path} by hand, then run the command again") from None
-    try:
-        return tomlkit.parse(text)
-    except TOMLKitError as e:
-        raise CodexConfigError(f"{path} is not valid TOML: {e}",
-                               f"fix {path} by hand, then run the command again") from None
+        data = File(path).read()
+    except OSError as e:
+        raise CodexConfigError(f"cannot read {path}: {e.strerror or e}", hint) from None
+    return load_toml(text(data or b"", path), path, CodexConfigError, hint)
 
 
 def _table(parent: Any, name: str, path: Path, what: str) -> Any:
@@ -154,7 +148,7 @@ def trusted_hashes(path: Path | None = None) -> dict[str, str]:
     """key -> the ``trusted_hash`` stored for it (unreadable file: none)."""
     try:
         doc = _load(path or config_path()).unwrap()
-    except CodexConfigError:
+    except WalError:  # unreadable, unsafe or not TOML: nothing trusted
         return {}
     state = (doc.get("hooks") or {}).get("state") if isinstance(doc.get("hooks"), dict) else None
     if not isinstance(state, dict):
@@ -167,7 +161,7 @@ def project_trusted(top: Path, path: Path | None = None) -> bool:
     """Whether Codex trusts the project at ``top`` (by its path as given or resolved)."""
     try:
         doc = _load(path or config_path()).unwrap()
-    except CodexConfigError:
+    except WalError:  # unreadable, unsafe or not TOML: nothing trusted
         return False
     projects = doc.get("projects")
     if not isinstance(projects, dict):
@@ -206,15 +200,10 @@ def trust(entries: list[HookEntry], path: Path | None = None) -> list[str]:
 
 
 def _store(path: Path, text: str) -> None:
-    from ..durable import atomic_write, makedirs_durable
+    from ..cloned import File
 
-    if not path.parent.is_dir():
-        makedirs_durable(path.parent)
-    try:
-        mode = os.stat(path).st_mode & 0o7777
-    except FileNotFoundError:
-        mode = 0o600  # Codex's config may hold provider settings: private by default
-    atomic_write(path, text.encode("utf-8"), mode=mode)
+    # Codex's config may hold provider settings: private by default.
+    File(path).write(text.encode("utf-8"), default_mode=0o600)
 
 
 # -- what doctor reports ---------------------------------------------------------------
@@ -262,7 +251,7 @@ def doctor_checks(scope: str, top: Path) -> list[Check]:
 
     t = install.target("codex", scope, top)
     try:
-        data = install.load(t.path)
+        data = install.load(t.file)
     except WalError as e:
         return [Check("hook trust", False, e.message, e.hint)]
     return checks(t.path, data, scope, top)

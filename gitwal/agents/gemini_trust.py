@@ -20,7 +20,6 @@ Only this process's environment is seen: the agent's may differ.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Mapping
@@ -28,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..cloned import File, load_json, text
+from ..errors import WalError
 from .jsonc import strip_comments
 
 __all__ = ["Check", "checks", "home", "layers", "read", "setting"]
@@ -48,18 +49,21 @@ def home(env: dict[str, str]) -> Path:
     return Path(env.get("GEMINI_CLI_HOME") or env.get("HOME") or os.path.expanduser("~"))
 
 
-def read(path: Path) -> tuple[Any, str | None]:
-    """A JSON-with-comments file: (data, None), ({}, None) when absent, or the error."""
+def read(f: File | Path) -> tuple[Any, str | None]:
+    """A JSON-with-comments file: (data, None), ({}, None) when absent, or the error.
+    Read through cloned/: the project's file confined to the tree, any file
+    bounded, regular, UTF-8 and not nested too deep."""
+    f = f if isinstance(f, File) else File(f)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}, None
+        raw = f.read()
+        if raw is None:
+            return {}, None
+        return load_json(strip_comments(text(raw, f.path))[0] or "{}", f.path,
+                         "JSON with comments"), None
     except OSError as e:
-        return {}, f"{path}: {e.strerror or e}"
-    try:
-        return json.loads(strip_comments(text)[0] or "{}"), None
-    except ValueError as e:
-        return {}, f"{path}: {e}"
+        return {}, f"{f.path}: {e.strerror or e}"
+    except WalError as e:
+        return {}, e.message
 
 
 def _get(data: Any, *keys: str) -> Any:
@@ -68,7 +72,7 @@ def _get(data: Any, *keys: str) -> Any:
     return data
 
 
-def layers(top: Path | None, env: Mapping[str, str]) -> list[Path]:
+def layers(top: Path | None, env: Mapping[str, str]) -> list[File]:
     """Gemini's settings files, weakest first: system defaults, user, the project's
     (``top``; Gemini reads it only in a trusted folder), system."""
     system = Path(env.get("GEMINI_CLI_SYSTEM_SETTINGS_PATH") or (
@@ -76,17 +80,19 @@ def layers(top: Path | None, env: Mapping[str, str]) -> list[Path]:
         else "/etc/gemini-cli/settings.json"))
     defaults = Path(env.get("GEMINI_CLI_SYSTEM_DEFAULTS_PATH")
                     or system.parent / "system-defaults.json")
-    project = [top / ".gemini" / "settings.json"] if top is not None else []
-    return [defaults, home(dict(env)) / ".gemini" / "settings.json", *project, system]
+    # The project's file may come with a clone: confined to the tree.
+    project = [File.in_tree(top, ".gemini/settings.json")] if top is not None else []
+    return [File(defaults), File(home(dict(env)) / ".gemini" / "settings.json"), *project,
+            File(system)]
 
 
-def setting(files: list[Path], *keys: str) -> tuple[Any, Path | None]:
+def setting(files: list[File], *keys: str) -> tuple[Any, Path | None]:
     """The value the strongest file that sets ``keys`` gives, and that file."""
     found: tuple[Any, Path | None] = (None, None)
     for f in files:
         value = _get(read(f)[0], *keys)
         if value is not None:
-            found = (value, f)
+            found = (value, f.path)
     return found
 
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..durable import atomic_write, create_new, makedirs_durable
+from ..cloned import File, load_json, text
 from ..errors import WalError
 from . import launch
 from .adapter import Groups, adapter
@@ -50,6 +50,13 @@ class Target:
     agent: str  # claude | codex | gemini
     scope: str
     path: Path
+    top: Path | None = None  # the working tree holding ``path`` (project, local scope)
+
+    @property
+    def file(self) -> File:
+        """The settings file, read and written through cloned/ (confined to the
+        tree for a project's; the user's own, links followed, otherwise)."""
+        return File(self.path, self.top)
 
 
 @dataclass(frozen=True)
@@ -80,8 +87,9 @@ def target(agent: str, scope: str, top: Path) -> Target:
         from .codex_trust import codex_home  # Codex reads $CODEX_HOME/hooks.json
 
         return Target(agent, scope, codex_home() / "hooks.json")
-    root = top if base == "tree" else Path(os.path.expanduser("~"))
-    return Target(agent, scope, root / rel)
+    if base == "tree":
+        return Target(agent, scope, top / rel, top)
+    return Target(agent, scope, Path(os.path.expanduser("~")) / rel)
 
 
 JSONC = ("gemini",)  # agents whose settings files may hold comments
@@ -201,77 +209,79 @@ def is_ours(handler: Any, agent: str) -> bool:
     return m is not None and m.group(1) == agent
 
 
-def read(path: Path, jsonc: bool = False) -> tuple[dict[str, Any], bool]:
-    """The settings object in ``path`` ({} when absent or empty), and whether the
-    text held comments (``jsonc``: Gemini CLI's settings may; see jsonc.py)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+def read(f: File | Path, jsonc: bool = False) -> tuple[dict[str, Any], bool]:
+    """The settings object in ``f`` ({} when absent or empty), and whether the
+    text held comments (``jsonc``: Gemini CLI's settings may; see jsonc.py).
+    Read through cloned/: a link, a file that is not regular or is larger
+    than 1 MiB, text that is not UTF-8 or nests too deep is refused."""
+    f = f if isinstance(f, File) else File(f)
+    data = f.read()
+    if data is None:
         return {}, False
-    commented = False
+    source, commented = text(data, f.path), False
     if jsonc:
-        text, commented = strip_comments(text)
-    if not text.strip():
+        source, commented = strip_comments(source)
+    if not source.strip():
         return {}, commented
-    kind = "JSON with comments" if jsonc else "JSON"
-    try:
-        data = json.loads(text)
-    except ValueError as e:
-        raise SettingsError(f"{path} is not valid {kind} ({e})",
-                            "fix the file by hand; gitwal does not rewrite what it cannot "
-                            "parse") from None
-    if not isinstance(data, dict):
-        raise SettingsError(f"{path} does not hold a JSON object",
+    parsed = load_json(source, f.path, "JSON with comments" if jsonc else "JSON",
+                       SettingsError, "fix the file by hand; gitwal does not rewrite what "
+                       "it cannot parse")
+    if not isinstance(parsed, dict):
+        raise SettingsError(f"{f.path} does not hold a JSON object",
                             "fix the file by hand; gitwal does not rewrite it")
-    return data, commented
+    return parsed, commented
 
 
-def load(path: Path) -> dict[str, Any]:
-    return read(path)[0]
+def load(f: File | Path) -> dict[str, Any]:
+    return read(f)[0]
 
 
-def save(path: Path, data: dict[str, Any]) -> None:
-    if not path.parent.is_dir():
-        makedirs_durable(path.parent)
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
-    atomic_write(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode(),
-                 mode, tag="gitwal")
+def save(f: File, data: dict[str, Any]) -> Path:
+    """Write ``data`` to ``f`` (its mode kept); returns the file written."""
+    return f.write((json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode())
 
 
-def back_up(path: Path) -> Path:
-    """Keep the bytes of ``path`` (a settings file with comments, which a rewrite
-    would drop) in a new file beside it, ``<name>.gitwal-backup[.N]``: never one
-    that exists. Returns its path."""
-    data = path.read_bytes()
-    mode = path.stat().st_mode & 0o777
+def back_up(f: File, data: bytes) -> Path:
+    """Keep ``data`` (the bytes of ``f``, a settings file with comments, which a
+    rewrite would drop) in a new file beside it, ``<name>.gitwal-backup[.N]``:
+    never one that exists. Returns its path."""
+    mode = f.mode() or 0o644
     for n in range(1, 1000):
-        backup = path.with_name(f"{path.name}.gitwal-backup" + (f".{n}" if n > 1 else ""))
+        backup = f.sibling(f"{f.path.name}.gitwal-backup" + (f".{n}" if n > 1 else ""))
         try:
-            create_new(backup, data, mode, tag="gitwal")
+            backup.create_new(data, mode)
         except FileExistsError:
             continue
-        return backup
-    raise SettingsError(f"{path}: no free name for a backup of its comments",
-                        f"remove old {path.name}.gitwal-backup.* files")
+        return backup.path
+    raise SettingsError(f"{f.path}: no free name for a backup of its comments",
+                        f"remove old {f.path.name}.gitwal-backup.* files")
 
 
 def _store(t: Target, data: dict[str, Any], commented: bool, notes: list[str] | None) -> None:
     # Only the members that change are rewritten (jsonc.edit), in the file's own
     # indentation, so the user's layout and comments stay; when that cannot be
     # done, a file with comments is kept whole beside the rewritten one.
-    text = t.path.read_text(encoding="utf-8") if t.path.exists() else ""
-    if text.strip():
-        edited = edit(text, read(t.path, jsonc=True)[0], data)
+    f = t.file
+    raw = f.read()
+    source = text(raw, f.path) if raw is not None else ""
+    written: Path | None = None
+    if source.strip():
+        edited = edit(source, read(f, jsonc=True)[0], data)
         if edited is not None:
-            mode = t.path.stat().st_mode & 0o777
-            atomic_write(t.path, edited.encode("utf-8"), mode, tag="gitwal")
-            return
-    if commented:
-        backup = back_up(t.path)
-        if notes is not None:
-            notes.append(f"{t.path} held comments that could not be kept in place: the file "
-                         f"was rewritten without them; the original is {backup}")
-    save(t.path, data)
+            written = f.write(edited.encode("utf-8"))
+    if written is None:
+        if commented and raw is not None:
+            backup = back_up(f, raw)
+            if notes is not None:
+                notes.append(f"{t.path} held comments that could not be kept in place: the "
+                             f"file was rewritten without them; the original is {backup}")
+        written = save(f, data)
+    # Said only for a link gitwal's own part of the path holds (the file, its
+    # directory): a home directory reached through a link is not news.
+    linked = t.top is None and (t.path.is_symlink() or t.path.parent.is_symlink())
+    if linked and notes is not None:
+        notes.append(f"{t.path} leads through a symbolic link: gitwal wrote the file it "
+                     f"names, {written}")
 
 
 def _hooks(data: dict[str, Any], path: Path) -> dict[str, Any]:
@@ -321,7 +331,7 @@ def install(t: Target, groups: Groups, notes: list[str] | None = None,
     target's file, and with ``mcp`` gitwal's MCP server into its ``mcpServers``
     (Gemini CLI's settings hold both); what the user should know (a backup) is
     added to ``notes``."""
-    data, commented = read(t.path, jsonc=t.agent in JSONC)
+    data, commented = read(t.file, jsonc=t.agent in JSONC)
     before = json.dumps(data, sort_keys=True)
     removed = strip(data, t.agent, t.path)
     hooks = data.setdefault("hooks", {})
@@ -339,7 +349,7 @@ def install(t: Target, groups: Groups, notes: list[str] | None = None,
         _check_servers(data, t.path)
         added = merge_into(data)
         changes.append(Change(f"{t.path.name} gitwal server", "added" if added else "unchanged"))
-    if json.dumps(data, sort_keys=True) != before or not t.path.exists():
+    if json.dumps(data, sort_keys=True) != before or not t.file.exists():
         _store(t, data, commented, notes)
     return changes
 
@@ -351,9 +361,9 @@ def _check_servers(data: dict[str, Any], path: Path) -> None:
 
 
 def uninstall(t: Target, notes: list[str] | None = None, mcp: bool = False) -> list[Change]:
-    if not t.path.exists():
+    if not t.file.exists():
         return []
-    data, commented = read(t.path, jsonc=t.agent in JSONC)
+    data, commented = read(t.file, jsonc=t.agent in JSONC)
     removed = strip(data, t.agent, t.path)
     changes = [Change(e, "removed") for e in removed]
     if mcp:

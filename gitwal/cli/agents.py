@@ -11,6 +11,7 @@ import click
 
 from ..agents import install as inst
 from ..agents.hook import AGENTS, adapter, run_hook
+from ..cloned import File
 from ..errors import EXIT_USAGE, NotARepository, WalError
 from ..wal import Wal
 from . import emit_json, handled
@@ -50,19 +51,20 @@ class UsageError(WalError):
     exit_code = EXIT_USAGE
 
 
-def _mcp_file(agent: str, scope: str) -> Path | None:
+def _mcp_file(agent: str, scope: str) -> File | None:
     """The file --mcp edits besides the hooks' own (None: the same file, Gemini's)."""
     if agent == "gemini":
         return None
     if agent == "codex":
-        top = Wal(".").wt.root if scope != "user" else Path.home()
-        return top / ".codex" / "config.toml"
+        if scope == "user":
+            return File(Path.home() / ".codex" / "config.toml")
+        return File.in_tree(Wal(".").wt.root, ".codex/config.toml")
     if scope != "project":
         raise McpScope(
             "--mcp registers the server in the project's .mcp.json (Claude Code only)",
             "use `--scope project`, or register it yourself: "
             "`claude mcp add --scope user gitwal -- git-wal mcp`")
-    return Wal(".").wt.root / ".mcp.json"
+    return File.in_tree(Wal(".").wt.root, ".mcp.json")
 
 
 @click.command("install")
@@ -91,7 +93,7 @@ def install_(agent: str, scope: str, in_process: bool, with_mcp: bool, trust: bo
         from ..mcp.config import merge_codex_toml, merge_mcp_json
 
         added = (merge_codex_toml if agent == "codex" else merge_mcp_json)(mcp_file)
-        changes.append(inst.Change(f"{mcp_file.name} gitwal server",
+        changes.append(inst.Change(f"{mcp_file.path.name} gitwal server",
                                    "added" if added else "unchanged"))
     trusted = _trust_codex(t, changes) if trust else None
     _show(t, changes, as_json)
@@ -110,7 +112,7 @@ def _trust_codex(t: inst.Target, changes: list[inst.Change]) -> str:
     named "config.toml hook trust"); one line for people."""
     from ..agents import codex_trust
 
-    entries = codex_trust.hook_entries(t.path, inst.load(t.path))
+    entries = codex_trust.hook_entries(t.path, inst.load(t.file))
     changed = codex_trust.trust(entries)
     ours = sum(e.ours for e in entries)
     where = codex_trust.config_path()
@@ -138,7 +140,7 @@ def uninstall_(agent: str, scope: str, with_mcp: bool, as_json: bool) -> None:
         from ..mcp.config import remove_from_codex_toml, remove_from_mcp_json
 
         if (remove_from_codex_toml if agent == "codex" else remove_from_mcp_json)(mcp_file):
-            changes.append(inst.Change(f"{mcp_file.name} gitwal server", "removed"))
+            changes.append(inst.Change(f"{mcp_file.path.name} gitwal server", "removed"))
     _show(t, changes, as_json)
 
 

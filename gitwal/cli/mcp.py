@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from ..cloned import File
 from ..errors import WalError
 from ..mcp.config import mcp_json_document, merge_mcp_json, remove_from_mcp_json
 from ..wal import Wal
@@ -58,9 +59,11 @@ def mcp_config(action: str | None, path: Path | None, as_json: bool) -> None:
     if action is None:
         click.echo(json.dumps(mcp_json_document(), indent=None if as_json else 2))
         return
-    if path is None:
-        path = Wal(".").wt.root / ".mcp.json"
-    changed = merge_mcp_json(path) if action == "merge" else remove_from_mcp_json(path)
+    # The tree's .mcp.json may come with a clone: confined to the tree (cloned/);
+    # a file named with --file is the user's own.
+    where = File(path) if path is not None else File.in_tree(Wal(".").wt.root, ".mcp.json")
+    path = where.path
+    changed = merge_mcp_json(where) if action == "merge" else remove_from_mcp_json(where)
     if as_json:
         emit_json({"path": str(path), "action": action, "changed": changed})
     elif action == "merge":

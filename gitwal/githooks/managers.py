@@ -18,6 +18,9 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..cloned import File
+from ..errors import WalError
+
 LEFTHOOK_CONFIGS = ("lefthook.yml", "lefthook.yaml", ".lefthook.yml", ".lefthook.yaml",
                     "lefthook.toml", "lefthook.json")
 PRE_COMMIT_CONFIG = ".pre-commit-config.yaml"
@@ -57,11 +60,7 @@ class Manager:
 
     def wired(self, root: Path, hook: str) -> bool:
         """The manager's configuration runs gitwal's ``hook``."""
-        config = root / self.config_of(hook)
-        try:
-            text = config.read_text(errors="replace")
-        except OSError:
-            return False
+        text = _tree_text(root, self.config_of(hook))
         if self.name == "pre-commit":
             return run_line(hook) in text or "gitwal-no-open-intents" in text
         return run_line(hook) in text
@@ -85,7 +84,7 @@ def detect(root: Path, hooks_dir: Path) -> Manager | None:
     lefthook = next((c for c in LEFTHOOK_CONFIGS if (root / c).is_file()), None)
     if lefthook or any("lefthook" in t for t in own.values()):
         config = lefthook or LEFTHOOK_CONFIGS[0]
-        declared = _script_text(root / config)
+        declared = _tree_text(root, config)
         # lefthook writes (and renames what it finds at) the hooks its
         # configuration names; pre-commit is the usual one.
         manages = {"pre-commit"} | {h for h in ("reference-transaction",)
@@ -112,10 +111,23 @@ def _tracked(root: Path, rel: Path) -> bool:
 
 
 def _script_text(path: Path) -> str:
+    """A hook script in the hooks directory (bounded, a regular file), or ""."""
+    return _text(File(path))
+
+
+def _tree_text(root: Path, rel: str) -> str:
+    """A manager's configuration in the working tree, which may come with a
+    clone: confined to the tree, bounded, a regular file (cloned/); "" when it
+    is absent or refused."""
+    return _text(File.in_tree(root, rel))
+
+
+def _text(f: File) -> str:
     try:
-        return path.read_text(errors="replace")
-    except OSError:
+        data = f.read()
+    except (OSError, WalError):
         return ""
+    return "" if data is None else data.decode("utf-8", "replace")
 
 
 __all__ = ["LEFTHOOK_CONFIGS", "PRE_COMMIT_CONFIG", "Manager", "detect", "run_line"]

@@ -13,11 +13,10 @@ where the SDK is not installed.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
-from ..durable import atomic_write, makedirs_durable, unlink_durable
+from ..cloned import File, load_json, load_toml, text
 from ..errors import WalError
 
 SERVER_NAME = "gitwal"
@@ -41,17 +40,21 @@ def mcp_json_document() -> dict[str, object]:
     return {"mcpServers": {SERVER_NAME: mcp_server_entry()}}
 
 
-def _load(path: Path) -> dict[str, Any] | None:
+def _file(where: File | Path) -> File:
+    """A path a person named is theirs (links followed); the tree's files come
+    as :class:`File` confined to it (cloned/)."""
+    return where if isinstance(where, File) else File(where)
+
+
+def _load(f: File) -> dict[str, Any] | None:
     """The parsed file, or None when it does not exist. Refuses what it cannot edit."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+    raw = f.read()
+    if raw is None:
         return None
+    path = f.path
     hint = f"fix {path} by hand (it must be a JSON object), then run the command again"
-    try:
-        doc = json.loads(raw) if raw.strip() else {}
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise McpConfigError(f"{path} is not valid JSON: {e}", hint) from None
+    source = text(raw, path)
+    doc = load_json(source, path, "JSON", McpConfigError, hint) if source.strip() else {}
     if not isinstance(doc, dict):
         raise McpConfigError(f"{path} does not hold a JSON object", hint)
     servers = doc.get("mcpServers")
@@ -60,13 +63,9 @@ def _load(path: Path) -> dict[str, Any] | None:
     return doc
 
 
-def _store(path: Path, doc: dict[str, Any]) -> None:
-    try:
-        mode = os.stat(path).st_mode & 0o7777
-    except FileNotFoundError:
-        mode = 0o644
-    text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
-    atomic_write(path, text.encode("utf-8"), mode=mode)
+def _store(f: File, doc: dict[str, Any]) -> None:
+    text_ = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    f.write(text_.encode("utf-8"))
 
 
 def _runs_git_wal_mcp(entry: object) -> bool:
@@ -79,7 +78,7 @@ def _runs_git_wal_mcp(entry: object) -> bool:
             and isinstance(args, list) and args[:1] == ["mcp"])
 
 
-def merge_mcp_json(path: Path) -> bool:
+def merge_mcp_json(path: File | Path) -> bool:
     """Add (or repair) gitwal's entry in ``path``; True if the file changed.
 
     Other servers and top-level keys are kept, in their order. A `gitwal`
@@ -87,12 +86,13 @@ def merge_mcp_json(path: Path) -> bool:
     entry under that name gets gitwal's ``command`` and ``args`` and keeps its
     other keys (``env``, ...). Running it again changes nothing.
     """
-    doc = _load(path)
+    f = _file(path)
+    doc = _load(f)
     if doc is None:
         doc = {}
     if not merge_into(doc):
         return False
-    _store(path, doc)
+    _store(f, doc)
     return True
 
 
@@ -125,13 +125,14 @@ def remove_from(doc: dict[str, Any]) -> bool:
     return True
 
 
-def remove_from_mcp_json(path: Path) -> bool:
+def remove_from_mcp_json(path: File | Path) -> bool:
     """Remove gitwal's entry from ``path``; True if the file changed.
 
     Every other server and key stays. A file left holding nothing but an empty
     ``mcpServers`` object is deleted (it held only what gitwal added).
     """
-    doc = _load(path)
+    f = _file(path)
+    doc = _load(f)
     if doc is None:
         return False
     servers = doc.get("mcpServers")
@@ -139,48 +140,29 @@ def remove_from_mcp_json(path: Path) -> bool:
         return False
     del servers[SERVER_NAME]
     if not servers and set(doc) == {"mcpServers"}:
-        unlink_durable(path)
+        f.remove()
     else:
-        _store(path, doc)
+        _store(f, doc)
     return True
 
 
 # -- Codex: config.toml ----------------------------------------------------------------
 
 
-def _load_toml(path: Path) -> Any:
-    import tomlkit  # only here: the rest of gitwal has no use for it
-    from tomlkit.exceptions import TOMLKitError
-
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        text = ""
-    except UnicodeDecodeError as e:
-        raise McpConfigError(f"{path} is not UTF-8: {e}",
-                             f"fix {path} by hand, then run the command again") from None
-    try:
-        doc = tomlkit.parse(text)
-    except TOMLKitError as e:
-        raise McpConfigError(f"{path} is not valid TOML: {e}",
-                             f"fix {path} by hand, then run the command again") from None
+def _load_toml(f: File) -> Any:
+    path = f.path
+    hint = f"fix {path} by hand, then run the command again"
+    doc = load_toml(text(f.read() or b"", path), path, McpConfigError, hint)
     servers = doc.get("mcp_servers")
     if servers is not None and not isinstance(servers, dict):
-        raise McpConfigError(f"{path}: mcp_servers is not a table",
-                             f"fix {path} by hand, then run the command again")
+        raise McpConfigError(f"{path}: mcp_servers is not a table", hint)
     return doc
 
 
-def _store_toml(path: Path, doc: Any) -> None:
+def _store_toml(f: File, doc: Any) -> None:
     import tomlkit
 
-    if not path.parent.is_dir():
-        makedirs_durable(path.parent)
-    try:
-        mode = os.stat(path).st_mode & 0o7777
-    except FileNotFoundError:
-        mode = 0o644
-    atomic_write(path, tomlkit.dumps(doc).encode("utf-8"), mode=mode)
+    f.write(tomlkit.dumps(doc).encode("utf-8"))
 
 
 def _plain(item: object) -> object:
@@ -189,7 +171,7 @@ def _plain(item: object) -> object:
     return unwrap() if callable(unwrap) else item
 
 
-def merge_codex_toml(path: Path) -> bool:
+def merge_codex_toml(path: File | Path) -> bool:
     """Add (or repair) ``[mcp_servers.gitwal]`` in Codex's ``path``; True if it
     changed. Comments, layout and every other table stay as they were; an
     entry that already runs `git-wal mcp` is left exactly as it is, another
@@ -197,7 +179,8 @@ def merge_codex_toml(path: Path) -> bool:
     other keys."""
     import tomlkit
 
-    doc = _load_toml(path)
+    f = _file(path)
+    doc = _load_toml(f)
     servers = doc.get("mcp_servers")
     if servers is None:
         servers = tomlkit.table(is_super_table=True)
@@ -213,16 +196,17 @@ def merge_codex_toml(path: Path) -> bool:
         for key, value in mcp_server_entry().items():
             table[key] = value
         servers[SERVER_NAME] = table
-    _store_toml(path, doc)
+    _store_toml(f, doc)
     return True
 
 
-def remove_from_codex_toml(path: Path) -> bool:
+def remove_from_codex_toml(path: File | Path) -> bool:
     """Remove ``[mcp_servers.gitwal]`` from ``path`` when it runs `git-wal mcp`;
     True if the file changed. Everything else stays, the file too."""
-    if not path.exists():
+    f = _file(path)
+    if not f.exists():
         return False
-    doc = _load_toml(path)
+    doc = _load_toml(f)
     servers = doc.get("mcp_servers")
     current = servers.get(SERVER_NAME) if servers is not None else None
     if not _runs_git_wal_mcp(_plain(current)):
@@ -230,5 +214,5 @@ def remove_from_codex_toml(path: Path) -> bool:
     del servers[SERVER_NAME]
     if not servers:
         del doc["mcp_servers"]
-    _store_toml(path, doc)
+    _store_toml(f, doc)
     return True
