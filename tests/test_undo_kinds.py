@@ -32,6 +32,10 @@ def open_intents(repo: Path) -> list[int]:
     return list(json.loads(ok(repo, "status", "--json"))["open"])
 
 
+def drift(repo: Path) -> list[object]:
+    return list(json.loads(ok(repo, "recover", "--json"))["drift"])
+
+
 def test_a_shell_step_that_swapped_a_directory_and_a_file_is_undone_and_redone(
         swapped: Path) -> None:
     repo = swapped
@@ -39,6 +43,7 @@ def test_a_shell_step_that_swapped_a_directory_and_a_file_is_undone_and_redone(
     base = tree_of(repo)
     ok(repo, "exec", "--", "sh", "-c", SWAP)  # LSN 2
     after = tree_of(repo)
+    assert drift(repo) == []  # e is a directory now: the file e is absent, as logged
     # The dry run shows the plan: removals in the way first, deepest first,
     # then the writes, shallowest first.
     dry = json.loads(ok(repo, "undo", "--dry-run", "--json"))
@@ -49,7 +54,7 @@ def test_a_shell_step_that_swapped_a_directory_and_a_file_is_undone_and_redone(
     ok(repo, "undo")
     assert tree_of(repo) == base
     assert (repo / "d").is_dir() and (repo / "e").read_text() == "file\n"
-    assert open_intents(repo) == []
+    assert open_intents(repo) == [] and drift(repo) == []
     redo = json.loads(ok(repo, "redo", "--dry-run", "--json"))
     assert [c["path"] for c in redo["changes"]] == ["d/f", "d/g", "e", "d", "e/e"]
     ok(repo, "redo")
@@ -57,7 +62,8 @@ def test_a_shell_step_that_swapped_a_directory_and_a_file_is_undone_and_redone(
     assert (repo / "d").read_text() == "D\n" and (repo / "e").is_dir()
     ok(repo, "undo", "2")
     assert tree_of(repo) == base
-    assert open_intents(repo) == []
+    assert open_intents(repo) == [] and drift(repo) == []
+    ok(repo, "checkpoint")  # nothing the log does not explain
     verified = wal(repo, "verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr
 
