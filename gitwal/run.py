@@ -31,6 +31,7 @@ from .effects import (
     run_check,
     run_command,
 )
+from .effects import observed as observed_states
 from .errors import NeedsApproval, RunBusy, StepFailed, ToolRefused
 from .ids import ABSENT, CommitId, Lsn, RunId, TreeId
 from .log.authorship import attach
@@ -266,7 +267,7 @@ class Run(ToolSteps):
     def _verify_and_close(self, intent: Intent, head: CommitId,
                           timeout: float | None = None) -> StepResult:
         assert intent.post is not None
-        observed = tuple(self.wt.state(p) for p in intent.target)
+        observed = observed_states(self.wt, intent)
         problem = ""
         output = ""
         if observed != intent.post:

@@ -29,6 +29,7 @@ from .ids import ABSENT, Lsn
 from .records.model import agent_tag
 from .run import Run
 from .trust.authority import require_steps
+from .worktree import reshape
 from .worktree.overwrite import DIRECTORY, SPECIAL, bring_back, found
 
 __all__ = ["Undo", "diff", "document", "plan_redo", "plan_undo", "redo", "undo"]
@@ -49,11 +50,16 @@ class Undo:
     drifted: tuple[str, ...]  # paths not holding what the log says (``force``)
     lsn: Lsn | None = None  # the logged step, once done
 
+    def planned(self) -> list[tuple[str, str, str]]:
+        """(path, now, to) in the order the paths are written (reshape.order:
+        where a path changes kind, the removals in the way first)."""
+        return [(self.paths[i], self.now[i], self.to[i])
+                for i in reshape.order(self.paths, self.to)]
+
     def to_dict(self) -> dict[str, Any]:
         return {"tool": self.tool, "lsn": self.lsn,
                 ("undoes" if self.tool == "undo" else "redoes"): list(self.lsns),
-                "changes": [{"path": p, "from": a, "to": b}
-                            for p, a, b in zip(self.paths, self.now, self.to, strict=True)],
+                "changes": [{"path": p, "from": a, "to": b} for p, a, b in self.planned()],
                 "forced": list(self.drifted)}
 
 
@@ -65,8 +71,7 @@ def document(repo: pygit2.Repository, done: Undo, run: str, dry_run: bool) -> di
     data = done.to_dict() | {"run": run, "dry_run": dry_run, "saved": [
         {"path": p, "object": oid, "command": bring_back(p, oid)} for p, oid in saved]}
     if dry_run:
-        data["diff"] = "".join(diff(repo, p, a, b) for p, a, b
-                               in zip(done.paths, done.now, done.to, strict=True))
+        data["diff"] = "".join(diff(repo, p, a, b) for p, a, b in done.planned())
     return data
 
 
@@ -148,6 +153,11 @@ def _plan(run: Run, h: History, tool: str, lsns: tuple[Lsn, ...],
     now, drifted = [], []
     for path in paths:
         state = found(run.wt, path)
+        # A directory where the log's newest step left no file is what a step
+        # that turned the file into a directory leaves: as for git, the file
+        # is absent there (reshape.py). Anywhere else it is someone else's.
+        if state == DIRECTORY and h.newest_state(path) == ABSENT:
+            state = ABSENT
         if state in (DIRECTORY, SPECIAL):
             raise WalError(f"{path} is a {state} now; {tool} writes files only",
                            "move it away, then try again")
@@ -159,6 +169,7 @@ def _plan(run: Run, h: History, tool: str, lsns: tuple[Lsn, ...],
             raise WalError(f"{path}: before LSN {lsns[0]} it was not a regular file "
                            f"(mode {mode:o}); {tool} puts back files only",
                            "restore it by hand (`git wal show` names the objects)")
+    _refuse_blocked(run, tool, paths, [restore[p][0] for p in paths])
     if drifted and not force:
         raise WalError(f"{', '.join(drifted[:5])}{' and more' if len(drifted) > 5 else ''} "
                        "changed since the log's last step there (someone else's bytes); "
@@ -170,13 +181,34 @@ def _plan(run: Run, h: History, tool: str, lsns: tuple[Lsn, ...],
                 tuple(drifted))
 
 
+def _refuse_blocked(run: Run, tool: str, paths: Sequence[str], to: Sequence[str]) -> None:
+    """Refuse, before anything is logged or written, an undo the tree cannot
+    take whole: a file (or link) in the way of a directory one of its paths
+    needs, or a directory where a file goes that holds more than it removes.
+    Not even ``force`` goes past it: those bytes are not among its paths, so
+    it could not store them first."""
+    blocked = reshape.blocked(run.wt, paths, to, tool)
+    if blocked:
+        path, obstacle, why = blocked[0]
+        others = len({o for _p, o, _w in blocked}) - 1
+        more = f" (and {others} more in the way)" if others else ""
+        raise WalError(f"{path}: {why}{more}; nothing was {tool}ne",
+                       f"move {obstacle} away (gitwal did not write it), then {tool} again; "
+                       f"`git wal {tool} --dry-run` shows what it would write")
+
+
 def _perform(run: Run, plan: Undo) -> Undo:
     """Log and apply ``plan`` (the caller holds the run lock it was worked out under)."""
     # Another run's step on these paths would race the restore: held off
     # (or this one refused) as for any file step.
     with run.paths_locked(plan.tool, plan.paths):
-        pre, modes = [], []
+        pre: list[bytes | None] = []
+        modes: list[int] = []
         for path in plan.paths:
+            if reshape.is_dir(run.wt, path):  # the file is absent there (_plan)
+                pre.append(None)
+                modes.append(0)
+                continue
             data, mode = run.wt.read(path)
             if data is not None and mode not in _FILE_MODES:
                 raise ToolRefused(f"{path} is not a regular file now",

@@ -26,7 +26,7 @@ def _report(wal: Wal, done: Undo, run: str, dry_run: bool, as_json: bool) -> Non
         return
     if dry_run:
         paint = Paint(colour_wanted("auto"))
-        for p, a, b in zip(done.paths, done.now, done.to, strict=True):
+        for p, a, b in done.planned():
             for line in diff_lines(blob_change(wal.repo, p, a, b), paint):
                 paint.echo(line)
         return

@@ -9,7 +9,7 @@ them in the log before it puts the pre-image back.
 from __future__ import annotations
 
 from ..crashpoints import crash_point
-from ..effects import apply_post, missing_images, restore_pre, run_check
+from ..effects import apply_post, missing_images, observed, restore_pre, run_check
 from ..log.store import Ref
 from ..records.model import REPLAY_SAFE, Abort, Commit, Intent, unpredicted
 from ..report import APPLIED, IN_DOUBT, NOT_APPLIED, SUPERSEDED, TORN, Outcome
@@ -37,7 +37,8 @@ class FileDecisions(DecisionHost):
 
     def _decide_file(self, intent: Intent, dry_run: bool) -> Outcome:
         assert intent.post is not None
-        now = tuple(found(self.wt, p) for p in intent.target)
+        now = (observed(self.wt, intent) if intent.tool in RESTORING_TOOLS
+               else tuple(found(self.wt, p) for p in intent.target))
         if now == intent.post:
             if dry_run:
                 return self._outcome(intent, APPLIED, "none", "applied; commit is missing")
@@ -184,8 +185,9 @@ class FileDecisions(DecisionHost):
     ) -> Outcome:
         """Verify an intent whose post-image is on disk, then commit (or abort)."""
         assert intent.post is not None
-        observed = tuple(found(self.wt, p) for p in intent.target)
-        ok = observed == intent.post
+        seen = (observed(self.wt, intent) if intent.tool in RESTORING_TOOLS
+                else tuple(found(self.wt, p) for p in intent.target))
+        ok = seen == intent.post
         output = ""
         if ok and intent.check:
             result = run_check(intent.check, self.wt, intent)
@@ -204,6 +206,6 @@ class FileDecisions(DecisionHost):
         # The post-image is in place, but the killed writer may not have
         # fsynced its directory (or the file, when an agent wrote it).
         self.wt.settle(intent.target)
-        self._append(Commit(self.store.run, self.next_lsn, intent.lsn, observed,
+        self._append(Commit(self.store.run, self.next_lsn, intent.lsn, seen,
                             verified, recovered=True))
         return self._outcome(intent, outcome, action, detail + "; now committed")

@@ -12,11 +12,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 
-from ..ids import Lsn
+from ..ids import ABSENT, Lsn
 from ..ledger import COMMITTED, Fold, Ledger
 from ..records.model import Abort, Approval, Checkpoint, Commit, Intent, Record, agent_tool
 from ..report import NOT_APPLIED, Decided, Done, Drift, Outcome
-from ..worktree.overwrite import found
+from ..worktree.overwrite import DIRECTORY, found
 from ..worktree.tree import Worktree
 
 
@@ -123,7 +123,9 @@ class Scan:
         out = []
         for path, held in sorted(self.fold.held.items()):
             have = found(self.wt, path)
-            if have != held.state:
+            # A directory where the log says no file is there: a step (or an
+            # undo) turned the file into a directory, which is no drift.
+            if have != held.state and not (have == DIRECTORY and held.state == ABSENT):
                 out.append(Drift(path, held.lsn, held.state, have))
         return tuple(out)
 

@@ -4,6 +4,7 @@ tree.py       path confinement, content ids, atomic writes
 snapshot.py   what a shell step may change, saved before it runs
 overwrite.py  the first law: write over a path only if gitwal wrote it
 restore.py    putting a shell step's paths back to their saved state
+reshape.py    an undo's or redo's paths changing kind: the order, the up-front check
 byname.py     fsync by name what others wrote, before a record says it is in place
 secretfiles.py  secret-looking files a shell step's snapshots leave out, held in memory
 """

@@ -32,13 +32,15 @@ CHECK = "check"  # the scratch index of the hook server's background tree check
 
 
 def tree_state(repo: pygit2.Repository, tree_id: str, path: str) -> str:
-    """The object id ``path`` has in a tree, or ABSENT."""
+    """The object id ``path`` has in a tree, or ABSENT (also where the tree
+    has a directory there: as for git, the file is absent)."""
     tree = repo[tree_id]
     assert isinstance(tree, pygit2.Tree)
     try:
-        return str(tree[path].id)
+        entry = tree[path]
     except KeyError:
         return ABSENT
+    return ABSENT if isinstance(entry, pygit2.Tree) else str(entry.id)
 
 
 class Snapshots:
