@@ -99,6 +99,7 @@ class Worktree(Snapshots):
                            "run gitwal inside a clone with a working tree")
         self.repo = repo
         self.root = Path(repo.workdir).resolve()
+        self.committed_forms = {}
         for gitdir in _git_dirs(repo):
             if self.root == gitdir or gitdir in self.root.parents:
                 raise WalError(f"the working tree {self.root} is inside the git directory "
