@@ -128,3 +128,22 @@ def test_lfs_undo_puts_the_real_binary_back_not_its_pointer(tmp_path: Path) -> N
     r = wal(repo, "exec", "--", "sh", "-c", "head -c 100 /dev/urandom > big.bin; exit 1")
     assert r.returncode == 1 and (repo / "big.bin").read_bytes() == data, r.stderr
     assert git(repo, "status", "--porcelain") == ""
+
+
+def test_an_agents_calls_see_no_unlogged_change_in_a_crlf_file(tmp_path: Path) -> None:
+    """The hooks compare the base commit (git's form) with snapshots and files
+    (the bytes on disk): a CRLF file nobody touched is no unlogged change."""
+    from .test_agent_claude import RUN as CLAUDE_RUN
+    from .test_agent_claude import pre_post
+    from .test_agent_payloads import wal_log
+
+    repo = converting(tmp_path, "autocrlf")
+    cmd = {"command": "echo made > made.txt", "description": "make a file"}
+    pre_post(repo, "Bash", cmd, "toolu_b",
+             lambda: (repo / "made.txt").write_text("made\n"))
+    edit = {"file_path": str(repo / "f.txt"), "old_string": "two", "new_string": "2"}
+    pre_post(repo, "Edit", edit, "toolu_e",
+             lambda: (repo / "f.txt").write_bytes(b"one\r\n2\r\n"))
+    records = wal_log(repo, CLAUDE_RUN)
+    assert [r for r in records if r["type"] == "unlogged"] == [], records
+    assert [r["type"] for r in records if r["type"] in ("commit", "abort")] == ["commit"] * 2

@@ -26,6 +26,7 @@ tree (a run's base commit, a checkpoint), is :func:`committed_form`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
@@ -45,6 +46,7 @@ Reader = Callable[[str], tuple[bytes | None, int]]
 
 _BLOB_MODES = (0o100644, 0o100755)
 _TRUE = ("true", "yes", "on", "1", "input")
+_RACY_NS = 1_000_000_000  # a coarse file system's timestamp resolution
 
 
 def _autocrlf(repo: pygit2.Repository) -> bool:
@@ -127,9 +129,10 @@ class DiskForm:
 
     def apply(self, tree: TreeId) -> tuple[TreeId, list[str]]:
         """The snapshot ``tree`` (git's form) with every regular file's blob
-        holding the bytes on disk, and the paths read again (their bytes
-        changed since the last snapshot: the caller makes them durable by
-        name). ``tree`` itself when git converts nothing here."""
+        holding the bytes on disk, and the paths whose bytes changed since
+        the last pass while git's form did not (a line-ending-only edit: git
+        does not report it, so the caller makes them durable by name).
+        ``tree`` itself when git converts nothing here."""
         git_tree = self.repo[tree]
         assert isinstance(git_tree, pygit2.Tree)
         cache = self._load()
@@ -142,9 +145,11 @@ class DiskForm:
                     {"tree": str(tree), "attrs": attrs}).encode())
             return tree, []
         started = time.time_ns()
+        stamp = cache.get("stamp")
+        trusted_before = stamp - _RACY_NS if isinstance(stamp, int) else 0
         files: dict[str, list[object]] = {}
         override: dict[str, tuple[str, int]] = {}
-        reread: list[str] = []
+        changed: list[str] = []
         for rel, oid, mode in _blobs(git_tree):
             try:
                 st = os.lstat(self.root / rel)
@@ -152,11 +157,14 @@ class DiskForm:
                 continue  # gone since git add: its blob stays git's
             if not stat.S_ISREG(st.st_mode):
                 continue
-            key = [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, oid]
-            was = old_files.get(rel)
-            fresh = not (isinstance(was, list) and len(was) == 6 and was[:5] == key)
-            if not fresh:
-                raw = str(was[5])  # type: ignore[index]
+            key: list[object] = [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, oid]
+            got = old_files.get(rel)
+            was: list[object] = got if isinstance(got, list) and len(got) == 6 else []
+            known = bool(was)
+            # Stat data proves nothing about a file written within the clock's
+            # resolution of the last pass (git's "racy" entries): read again.
+            if known and was[:5] == key and st.st_mtime_ns < trusted_before:
+                raw = str(was[5])
             else:
                 data, _mode = self.read(rel)
                 if data is None:
@@ -164,22 +172,30 @@ class DiskForm:
                 raw = str(pygit2.hash(data))
                 if raw != oid:
                     self.repo.create_blob(data)
-                reread.append(rel)
-            # A file changed within the clock's resolution of this read may
-            # change again unseen by its stat data: never cached (git's "racy").
-            if not fresh or st.st_mtime_ns < started - 2_000_000_000:
-                files[rel] = [*key, raw]
+                if known and raw != was[5] and raw != oid:
+                    changed.append(rel)  # bytes git's form does not show changed
+            files[rel] = [*key, raw]
             if raw != oid:
                 override[rel] = (raw, mode)
         raw_tree = tree
         if override:
-            raw_tree = self._rewrite(git_tree, override)
+            digest = hashlib.sha1(json.dumps([str(tree), sorted(override.items())])
+                                  .encode()).hexdigest()
+            kept = cache.get("raw")
+            if (isinstance(kept, list) and len(kept) == 2 and kept[0] == digest
+                    and isinstance(self.repo.get(str(kept[1])), pygit2.Tree)):
+                raw_tree = TreeId(str(kept[1]))  # the same tree as the last pass made
+            else:
+                raw_tree = self._rewrite(git_tree, override, started)
         replace_cache(self.cache_path, json.dumps(
-            {"tree": str(tree), "attrs": attrs, "files": files}).encode())
-        return raw_tree, reread
+            {"tree": str(tree), "attrs": attrs, "stamp": started, "files": files,
+             "raw": [digest, str(raw_tree)] if override else None}).encode())
+        return raw_tree, changed
 
-    def _rewrite(self, git_tree: pygit2.Tree, override: dict[str, tuple[str, int]]) -> TreeId:
-        """``git_tree`` with the blobs of ``override``, its new objects durable."""
+    def _rewrite(self, git_tree: pygit2.Tree, override: dict[str, tuple[str, int]],
+                 started: int) -> TreeId:
+        """``git_tree`` with the blobs of ``override``, its new objects durable
+        (those written since ``started``: libgit2 writes no object it has)."""
         index = pygit2.Index()
         index.read_tree(git_tree)
         for rel, (oid, mode) in override.items():
@@ -196,7 +212,13 @@ class DiskForm:
             for i in range(1, len(parts)):
                 oids.add(str(root["/".join(parts[:i])].id))
         objects = self.common / "objects"
-        loose = [f"{o[:2]}/{o[2:]}" for o in sorted(oids) if (objects / o[:2] / o[2:]).exists()]
+        loose = []
+        for o in sorted(oids):
+            try:
+                if os.stat(objects / o[:2] / o[2:]).st_ctime_ns >= started - _RACY_NS:
+                    loose.append(f"{o[:2]}/{o[2:]}")
+            except OSError:
+                continue  # packed: durable already
         if loose:
             fsync_names(objects, loose)
         return new
