@@ -150,9 +150,10 @@ class DiskForm:
         files: dict[str, list[object]] = {}
         override: dict[str, tuple[str, int]] = {}
         changed: list[str] = []
+        top = os.fsencode(self.root) + b"/"
         for rel, oid, mode in _blobs(git_tree):
             try:
-                st = os.lstat(self.root / rel)
+                st = os.lstat(top + os.fsencode(rel))
             except OSError:
                 continue  # gone since git add: its blob stays git's
             if not stat.S_ISREG(st.st_mode):
