@@ -86,11 +86,12 @@ lint: $(STAMP)
 
 # Debian packages the suite uses: strace (crash-state checker), ssh-keygen
 # (signature interop tests), fuse3 (libfuse3 and fusermount3 for the power-loss
-# tests' FUSE file system). Installed only when missing.
+# tests' FUSE file system), git-lfs (the Git LFS tests of line-ending and
+# filter conversion, tests/test_line_endings.py). Installed only when missing.
 tools:
 	@command -v strace >/dev/null && command -v ssh-keygen >/dev/null && \
-		command -v fusermount3 >/dev/null || \
-		(apt-get update -qq && apt-get install -y -qq strace openssh-client fuse3)
+		command -v fusermount3 >/dev/null && command -v git-lfs >/dev/null || \
+		(apt-get update -qq && apt-get install -y -qq strace openssh-client fuse3 git-lfs)
 
 # The pinned agent CLIs (Claude Code, Codex, Gemini CLI) for tests/e2e
 # (docs/e2e.md), under .cache/; without npm the end-to-end tests skip, saying why.

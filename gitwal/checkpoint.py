@@ -90,7 +90,10 @@ def unexplained(trees: Worktree, ledger: Ledger, snap: TreeId) -> list[str]:
     """Paths whose state in ``snap`` the ledger (from its base tree) does not explain."""
     repo, base = trees.repo, ledger.require_base()
     expected = ledger.expected()
-    out = {p for p in trees.changed_paths(base, snap) if p not in expected}
+    # The base is an ordinary commit's tree (git's form): compared with the
+    # tree git itself made of the snapshot, a file git converts is no change.
+    committed = trees.committed_forms.get(snap, snap)
+    out = {p for p in trees.changed_paths(base, committed) if p not in expected}
     out |= {p for p, want in expected.items() if tree_state(repo, snap, p) != want}
     return sorted(out)
 
@@ -138,13 +141,16 @@ def checkpoint(run: Run, message: str | None = None, check: str | None = None,
                                         (result.output.strip().splitlines() or [""])[-1][:200])
         text = (message or f"wal checkpoint: {plan.task or run.id}").rstrip()
         text += f"\n\nWal-Run: {run.id}\nWal-Lsn: {lsn}\n"
-        commit, ref, reused = _make_commit(run, snap, text, lsn, detached)
+        # A checkpoint is an ordinary commit: its tree is git's form of the
+        # snapshot (line endings converted, LFS pointers), never the bytes on disk.
+        committed = wt.committed_forms.get(snap, snap)
+        commit, ref, reused = _make_commit(run, committed, text, lsn, detached)
         crash_point("checkpoint-after-commit")
         got = repo[commit]
         assert isinstance(got, pygit2.Commit)
         tree = str(got.tree_id)
-        if tree != snap:  # the tree moved between our check and `git commit`
-            unlogged = sorted(set(unlogged) | set(wt.changed_paths(snap, TreeId(tree))))
+        if tree != committed:  # the tree moved between our check and `git commit`
+            unlogged = sorted(set(unlogged) | set(wt.changed_paths(committed, TreeId(tree))))
         prev = records[0] if isinstance(records[0], Checkpoint) else None
         commits = [r for r in records if isinstance(r, Commit)]
         intents = {r.lsn: r for r in records if isinstance(r, Intent)}

@@ -25,6 +25,7 @@ from ..log.store import Ref
 from ..records.model import Abort, Commit, Intent, Record, Unlogged
 from ..run import Run
 from ..shell_among import among, left_by_others
+from ..worktree.diskform import CommittedForms
 from ..worktree.snapshot import tree_state
 from ..worktree.tree import MODE_GITLINK, MODE_TREE, blob_id
 
@@ -91,17 +92,22 @@ class Expectation:
         if snapshot is None and self.full_check:
             snapshot = self.wt.snapshot(self.run_id)
         found: dict[str, tuple[str, str, list[Ref]]] = {}
+        # The base tree is git's form; the log's states and the tree's bytes
+        # are what files hold on disk (worktree/diskform.py).
+        forms = CommittedForms(self.repo)
         for path in self._not_secret(sorted({*expect, *paths}), base, snapshot):
             want = expect.get(path)
+            committed = want is None
             if want is None:
                 want = tree_state(self.repo, base, path)
             have, refs = self.peek(path, want)
-            if have != want:
+            if have != want and not (committed and forms.same(path, want, have)):
                 found[path] = (want, have, refs)
         if snapshot is not None:
             tree = self.repo[snapshot]
             assert isinstance(tree, pygit2.Tree)
-            for path in self.wt.changed_paths(base, snapshot):
+            git_form = self.wt.committed_forms.get(snapshot, snapshot)
+            for path in self.wt.changed_paths(base, git_form):
                 if path in found or path in expect:
                     continue
                 try:
@@ -112,7 +118,7 @@ class Expectation:
                     continue
                 have = ABSENT if entry is None else str(entry.id)
                 want = tree_state(self.repo, base, path)
-                if have != want:
+                if not forms.same(path, want, have):
                     found[path] = (want, have, [] if have == ABSENT else [Ref(have)])
         if not found:
             return []

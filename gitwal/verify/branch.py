@@ -21,6 +21,7 @@ from ..ids import ABSENT, TreeId
 from ..ledger import Fold, Ledger, Rules
 from ..log.segments import Entry, Failure, object_kind
 from ..records.model import Checkpoint, Plan
+from ..worktree.diskform import CommittedForms
 from ..worktree.snapshot import tree_state
 from .replay import TreeView, short
 
@@ -124,7 +125,10 @@ def branch_failures(
             if _within(repo, plan.base, tip_id, other_plan.base):
                 logged_states(repo, history, other_plan.base, into=states)
                 consulted.append(other_plan.run)
-    bad = {p: s for p, s in changed.items() if s not in states.get(p, ())}
+    # The branch holds git's form, the log the bytes on disk (worktree/diskform.py).
+    forms = CommittedForms(repo)
+    bad = {p: s for p, s in changed.items()
+           if not any(forms.same(p, s, held) for held in states.get(p, ()))}
     if not bad:
         return []
     shown = branch.removeprefix("refs/heads/")

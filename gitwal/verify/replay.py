@@ -58,6 +58,7 @@ class TreeView(Worktree):
     def __init__(self, repo: pygit2.Repository) -> None:  # no super(): no tree to find
         self.repo = repo
         self.root = Path(repo.path)
+        self.committed_forms = {}
 
 
 def short(oid: str) -> str:

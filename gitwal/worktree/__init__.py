@@ -2,6 +2,7 @@
 
 tree.py       path confinement, content ids, atomic writes
 snapshot.py   what a shell step may change, saved before it runs
+diskform.py   a snapshot's blobs hold the bytes on disk, not git's converted form
 overwrite.py  the first law: write over a path only if gitwal wrote it
 restore.py    putting a shell step's paths back to their saved state
 reshape.py    an undo's or redo's paths changing kind: the order, the up-front check

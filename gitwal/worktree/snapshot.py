@@ -27,6 +27,7 @@ from ..ids import ABSENT, TreeId
 from ..records.model import Intent
 from ..repository import common_dir
 from .byname import fsync_names
+from .diskform import DiskForm
 
 CHECK = "check"  # the scratch index of the hook server's background tree check
 
@@ -48,6 +49,12 @@ class Snapshots:
 
     repo: pygit2.Repository
     root: Path
+    # The trees git itself made of this process's snapshots (diskform.py):
+    # snapshot tree -> the tree ``git add`` wrote (equal where git converts nothing).
+    committed_forms: dict[TreeId, TreeId]
+
+    def read(self, rel: str) -> tuple[bytes | None, int]:
+        raise NotImplementedError  # the working tree's confined reader (tree.py)
 
     def snapshot(self, run: str, watch: Sequence[str] = (), scratch: str = "") -> TreeId:
         """A tree of every tracked and untracked-but-not-ignored file, durable.
@@ -97,6 +104,13 @@ class Snapshots:
         except WalError:
             index.unlink(missing_ok=True)  # torn or foreign: start from nothing
             tree, moved = self._write_tree(index, lock, excludes, pats, changed, watch)
+        # The snapshot holds the bytes on disk, not git's converted form (diskform.py).
+        committed = tree
+        tree, reread = DiskForm(self.repo, self.root, common_dir(self.repo), index,
+                                self.read).apply(tree)
+        if moved is not None and reread:
+            moved = sorted({*moved, *reread})
+        self.committed_forms[tree] = committed
         self._make_durable(tree, moved)
         sync_filesystem(self.repo.path)
         if os.stat(self.repo.path).st_dev != os.stat(self.root).st_dev:

@@ -103,6 +103,7 @@ class Worktree(Snapshots):
         # computed: the log names them by id only, so only here can a step
         # write them (its post, or its pre when it aborts).
         self.held: dict[str, bytes] = {}
+        self.committed_forms = {}
         for gitdir in _git_dirs(repo):
             if self.root == gitdir or gitdir in self.root.parents:
                 raise WalError(f"the working tree {self.root} is inside the git directory "
