@@ -38,6 +38,7 @@ from .log.pathlocks import Holder, PathBusy, path_locks
 from .records.model import Claim, Record
 from .records.validate import path_problem
 from .repository import common_dir, worktree_name
+from .seconds import MAX_SECONDS
 from .trust.authority import may_act
 
 if TYPE_CHECKING:
@@ -203,9 +204,10 @@ def claim(run: Run, paths: Sequence[str], ttl: int = DEFAULT_TTL,
     of the run is open: nothing may follow it but its approval). Returns the
     record and the other runs' live claims it overlaps (reported, not refused)."""
     pats = check_patterns(paths)
-    if ttl <= 0:
-        raise ToolRefused(f"--ttl must be a positive number of seconds, not {ttl}",
-                          "release a claim with `git wal release`")
+    if not 0 < ttl <= MAX_SECONDS:
+        raise ToolRefused(f"--ttl must be a number of seconds from 1 to {MAX_SECONDS} "
+                          f"(a year), not {ttl}", "release a claim with `git wal release`; "
+                          "claim again to extend one")
     t = now_s() if now is None else now
     rec = _append(run, pats, ttl, t)
     return rec, overlaps(run.store.repo, run.id, pats, t)

@@ -20,6 +20,7 @@ from .errors import PathRefused, WalError
 from .ids import ABSENT
 from .log.authorship import ForeignCommand, require
 from .records.model import Intent
+from .seconds import seconds
 from .worktree import reshape
 from .worktree.overwrite import DIRECTORY, Kept, found, put, torn_prefix
 from .worktree.tree import Worktree
@@ -68,19 +69,12 @@ def command_timeout(wt: Worktree, timeout: float | None) -> float | None:
     """The limit for a step's command: ``timeout``, else ``git config
     wal.commandTimeout`` (seconds), else none."""
     if timeout is not None:
-        return timeout
+        return seconds(timeout, "the timeout", "pass a number of seconds")
     try:
         raw = str(wt.repo.config["wal.commandTimeout"])
     except KeyError:
         return None
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value > 0 or value == float("inf"):
-        raise WalError(f"wal.commandTimeout is {raw!r}, not a positive number of seconds",
-                       "fix it with `git config wal.commandTimeout SECONDS`")
-    return value
+    return seconds(raw, "wal.commandTimeout", "fix it with `git config wal.commandTimeout SECONDS`")
 
 
 def _stop(proc: subprocess.Popen[bytes], group: bool) -> None:

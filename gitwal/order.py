@@ -21,7 +21,7 @@ Nothing is written: the log is read, the tree is only hashed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,7 @@ from .history import Change, changes_of
 from .ids import Lsn, RunId
 from .log.store import Store
 from .records.model import Abort, Commit, Intent, Plan, Record
+from .schedule import schedule
 from .worktree.overwrite import found
 from .worktree.snapshot import tree_state
 from .worktree.tree import Worktree
@@ -136,163 +137,35 @@ def state_in(repo: pygit2.Repository, commit: str | None) -> Callable[[str], str
     return lambda path: tree_state(repo, tree, path)
 
 
-Lane = Sequence[Step]  # one run's committed steps, in LSN order
-SEARCH_BUDGET = 20_000  # schedules tried before the order is settled greedily
-
-
-class _Paths:
-    """Which steps carry each (path, state), to tell a state the order has
-    already passed (a stale read) from one a later step produces (wait for it)."""
-
-    def __init__(self, lanes: Sequence[Lane]) -> None:
-        self.lanes = lanes
-        # (path, state) -> {lane: first index of a step carrying it, as pre or post}
-        self.seen: dict[tuple[str, str], dict[int, int]] = {}
-        # (path, state) -> {lane: last index of a step producing it}
-        self.made: dict[tuple[str, str], dict[int, int]] = {}
-        for li, lane in enumerate(lanes):
-            for si, s in enumerate(lane):
-                for c in s.changes:
-                    for key in ((c.path, c.before), (c.path, c.after)):
-                        self.seen.setdefault(key, {}).setdefault(li, si)
-                    self.made.setdefault((c.path, c.after), {})[li] = si
-
-    def passed(self, key: tuple[str, str], pos: Sequence[int]) -> bool:
-        return any(si < pos[li] for li, si in self.seen.get(key, {}).items())
-
-    def coming(self, key: tuple[str, str], pos: Sequence[int], lane: int) -> bool:
-        return any(si >= pos[li] and li != lane for li, si in self.made.get(key, {}).items())
-
-    def fits(self, lane: int, pos: Sequence[int], state: dict[str, str],
-             guess: bool = False) -> bool:
-        """Whether the next step of ``lane`` may run now, the paths holding ``state``:
-        each path it changes holds its pre, or has no state yet and no other
-        run's later step makes its pre, or its pre is a state no step gave it
-        and the order has not passed (an unlogged edit). With ``guess`` (tried
-        only after every step that fits without), a path with no state yet takes
-        any (the other run's step put it back), and a path already holding the
-        step's post takes it (the same change seen twice: nothing is lost)."""
-        for c in self.lanes[lane][pos[lane]].changes:
-            now, key = state.get(c.path), (c.path, c.before)
-            if now == c.before or (now is None and (guess or not self.coming(key, pos, lane))):
-                continue
-            if guess and now == c.after:
-                continue  # the path holds the step's result already: nothing is lost
-            if now is None or self.passed(key, pos) or self.made.get(key):
-                return False
-        return True
-
-
-def _search(lanes: Sequence[Lane], paths: _Paths,
-            first: dict[str, str]) -> tuple[list[int] | None, list[int]]:
-    """A schedule (lane per step) in which every step finds what it began from,
-    depth first, the fitting steps tried oldest first (append time, then run
-    id); None when none is found within the budget. Also the longest prefix
-    reached, for the placement that follows a failed search."""
-    ends = tuple(len(lane) for lane in lanes)
-    start: tuple[int, ...] = (0,) * len(lanes)
-    budget = SEARCH_BUDGET + 4 * sum(ends)
-
-    def options(pos: tuple[int, ...], state: dict[str, str]) -> Iterator[int]:
-        live = sorted((i for i in range(len(lanes)) if pos[i] < ends[i]),
-                      key=lambda i: (lanes[i][pos[i]].at, i))
-        sure = [i for i in live if paths.fits(i, pos, state)]
-        yield from sure
-        yield from (i for i in live if i not in sure and paths.fits(i, pos, state, guess=True))
-
-    stack = [(start, first, options(start, first))]
-    chosen: list[int] = []
-    deepest: list[int] = []
-    failed: set[tuple[tuple[int, ...], frozenset[tuple[str, str]]]] = set()
-    tries = 0
-    while stack:
-        pos, state, left = stack[-1]
-        if pos == ends:
-            return chosen, chosen
-        if len(chosen) > len(deepest):
-            deepest = list(chosen)
-        i = next(left, None)
-        if i is None:
-            failed.add((pos, frozenset(state.items())))
-            stack.pop()
-            if chosen:
-                chosen.pop()
-            continue
-        tries += 1
-        if tries > budget:
-            return None, deepest
-        after = dict(state)
-        for c in lanes[i][pos[i]].changes:
-            after[c.path] = c.after
-        nxt = (*pos[:i], pos[i] + 1, *pos[i + 1:])
-        if (nxt, frozenset(after.items())) in failed:
-            continue
-        chosen.append(i)
-        stack.append((nxt, after, options(nxt, after)))
-    return None, deepest
-
-
-def _greedy(lanes: Sequence[Lane], paths: _Paths, first: dict[str, str],
-            prefix: list[int]) -> list[int]:
-    """A schedule when no step-by-step consistent one was found: the longest
-    consistent prefix found, then one step at a time a step that fits (oldest
-    first); else one whose pre no later step of another run produces (waiting
-    would not help); else the oldest. The conflicts name why."""
-    pos = [0] * len(lanes)
-    state = dict(first)
-    out: list[int] = []
-    for i in prefix:
-        for c in lanes[i][pos[i]].changes:
-            state[c.path] = c.after
-        pos[i] += 1
-        out.append(i)
-    while True:
-        live = sorted((i for i in range(len(lanes)) if pos[i] < len(lanes[i])),
-                      key=lambda i: (lanes[i][pos[i]].at, i))
-        if not live:
-            return out
-        pick = next((i for guess in (False, True) for i in live
-                     if paths.fits(i, pos, state, guess)), None)
-        if pick is None:
-            pick = next((i for i in live if not any(
-                paths.coming((c.path, c.before), pos, i)
-                for c in lanes[i][pos[i]].changes)), live[0])
-        for c in lanes[pick][pos[pick]].changes:
-            state[c.path] = c.after
-        pos[pick] += 1
-        out.append(pick)
-
-
 def _conflicts(ordered: Sequence[Step], first: dict[str, str]) -> list[Conflict]:
     """Forks (a step began from a state another run's step had already moved the
     path away from: one update is lost) and cycles (a step began from a state
-    that only a step placed after it produces), walking each path's history."""
+    that only a step placed after it produces), walking each path's history
+    once: O(path changes) with the indexes below, whatever the log holds."""
     history: dict[str, list[tuple[str, Step | None]]] = {  # path -> (state, set by)
         path: [(state, None)] for path, state in first.items()}
-    later: dict[tuple[str, str], list[Step]] = {}
-    for s in ordered:
-        for c in s.changes:
-            later.setdefault((c.path, c.after), []).append(s)
+    last: dict[str, dict[str, int]] = {  # path -> state -> its last index in the history
+        path: {state: 0} for path, state in first.items()}
+    later = _Makers(ordered)
     found: dict[tuple[str, str | None, tuple[tuple[str, int], ...]], Conflict] = {}
     for s in ordered:
         for c in s.changes:
             chain = history.setdefault(c.path, [])
-            later[(c.path, c.after)].remove(s)
+            seen = last.setdefault(c.path, {})
+            later.passed((c.path, c.after))
             if chain and chain[-1][0] == c.after != c.before:
                 continue  # the same change seen twice (two shell steps' snapshots)
             if chain and chain[-1][0] != c.before:
-                states = [state for state, _by in chain]
-                mover = (chain[len(states) - states[::-1].index(c.before)][1]
-                         if c.before in states else None)
-                maker = next((m for m in later.get((c.path, c.before), ())
-                              if m.run != s.run), None)
+                at = seen.get(c.before)
+                mover = None if at is None else chain[at + 1][1]
+                maker = later.first_not_of((c.path, c.before), s.run)
                 if mover is not None and mover.run != s.run:
                     keys = (mover.key, s.key)
                     found.setdefault(("fork", c.path, keys), Conflict(
                         "fork", keys, c.path,
                         f"{c.path}: changed from the same state by run {mover.run} LSN "
                         f"{mover.lsn} and run {s.run} LSN {s.lsn}"))
-                elif c.before not in states and maker is not None:
+                elif at is None and maker is not None:
                     keys = (s.key, maker.key)
                     found.setdefault(("cycle", None, keys), Conflict(
                         "cycle", keys, c.path,
@@ -300,9 +173,40 @@ def _conflicts(ordered: Sequence[Step], first: dict[str, str]) -> list[Conflict]
                         f"{maker.run} LSN {maker.lsn} wrote, yet the other steps' "
                         "histories place that step later (the runs' orders contradict)"))
             if not chain or chain[-1][0] != c.before:
+                seen[c.before] = len(chain)
                 chain.append((c.before, None))
+            seen[c.after] = len(chain)
             chain.append((c.after, s))
     return list(found.values())
+
+
+class _Makers:
+    """Per (path, state), the steps of the order producing it not yet passed,
+    and the first of them not of a given run, each in constant time."""
+
+    def __init__(self, ordered: Sequence[Step]) -> None:
+        self.steps: dict[tuple[str, str], list[Step]] = {}
+        for s in ordered:
+            for c in s.changes:
+                self.steps.setdefault((c.path, c.after), []).append(s)
+        self.next: dict[tuple[str, str], int] = {}  # the first not passed
+        # per list, for each index, the next index holding another run's step
+        self.other: dict[tuple[str, str], list[int]] = {}
+        for key, made in self.steps.items():
+            other = [len(made)] * len(made)
+            for k in range(len(made) - 2, -1, -1):
+                other[k] = k + 1 if made[k + 1].run != made[k].run else other[k + 1]
+            self.other[key] = other
+
+    def passed(self, key: tuple[str, str]) -> None:
+        self.next[key] = self.next.get(key, 0) + 1
+
+    def first_not_of(self, key: tuple[str, str], run: str) -> Step | None:
+        made = self.steps.get(key, [])
+        k = self.next.get(key, 0)
+        if k < len(made) and made[k].run == run:
+            k = self.other[key][k]
+        return made[k] if k < len(made) else None
 
 
 def derive(runs: Iterable[Sequence[Step]], base: Callable[[str], str] | None = None,
@@ -319,15 +223,11 @@ def derive(runs: Iterable[Sequence[Step]], base: Callable[[str], str] | None = N
     fit and every fork and cycle is named.
     """
     lanes = sorted((list(s) for s in runs if s), key=lambda lane: lane[0].run)
-    paths = _Paths(lanes)
     first = ({} if base is None else
              {c.path: base(c.path) for lane in lanes for s in lane for c in s.changes})
-    schedule, prefix = _search(lanes, paths, dict(first))
-    if schedule is None:
-        schedule = _greedy(lanes, paths, first, prefix)
     pos = [0] * len(lanes)
     ordered: list[Step] = []
-    for i in schedule:
+    for i in schedule(lanes, first).lanes:
         ordered.append(lanes[i][pos[i]])
         pos[i] += 1
     return tuple(ordered), tuple(_conflicts(ordered, first))

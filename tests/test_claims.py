@@ -192,3 +192,32 @@ def test_the_claims_cache_follows_the_log(repo: Path) -> None:
     with (pytest.raises(PathBusy, match="claimed by run a"),
           claims.kept_off_others(gitrepo, Holder(b.id, 2, "write_file", ""), ["docs/x.md"])):
         pass
+
+
+def test_a_ttl_past_a_year_is_refused_and_a_logged_one_breaks_nothing(repo: Path) -> None:
+    """`--ttl 99999999999999999999` was accepted, and then `git wal runs` died
+    with a traceback for the whole repository (its end is shown as a date)."""
+    ok(repo, "begin", "--run", "r")
+    proc = wal(repo, "claim", "README", "--ttl", "99999999999999999999")
+    assert proc.returncode == 2 and proc.stderr.startswith("error: "), proc.stderr
+    assert "Traceback" not in proc.stderr
+    with pytest.raises(ToolRefused, match="a year"):
+        claims.claim(Wal(str(repo)).run("r"), ["README"], ttl=10**20)
+    assert [r["type"] for r in _records(repo, "r")] == ["plan"]
+
+    # A log is data: a claim written with plumbing (or fetched) may carry any number.
+    from .test_log_trust import append_raw, canonical
+    huge = {"v": 1, "type": "claim", "run": "r", "lsn": 2, "paths": ["README"],
+            "at": 1_700_000_000, "ttl": 10**20}
+    with pytest.raises(CorruptLog, match="at and ttl"):
+        decode(canonical(huge), "claim")
+    ok(repo, "begin", "--run", "s")
+    append_raw(repo, "r", 2, canonical(huge))
+    runs = wal(repo, "runs")
+    assert runs.returncode == 0 and "Traceback" not in runs.stderr, runs.stderr
+    assert "DAMAGED" in runs.stdout and "s" in runs.stdout
+    ok(repo, "apply", "--run", "s", "ensure-line", "README", "s")  # r's claim binds nothing
+
+
+def _records(repo: Path, run: str) -> list[dict[str, object]]:
+    return [json.loads(line) for line in ok(repo, "log", "--run", run, "--json").splitlines()]

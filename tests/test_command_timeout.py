@@ -114,3 +114,40 @@ def test_a_bad_timeout_is_refused_before_anything_runs(repo: Path, tmp_path: Pat
     git(repo, "config", "--unset", "wal.commandTimeout")
     ok(repo, "exec", "--", "touch", str(ran))
     assert ran.exists()
+
+
+@pytest.mark.parametrize("option,value", [
+    ("--timeout", "nan"), ("--timeout", "inf"), ("--timeout", "1e300"), ("--timeout", "-1"),
+    ("--wait-timeout", "nan"), ("--wait-timeout", "inf"), ("--wait-timeout", "1e300")])
+def test_a_timeout_that_is_no_number_of_seconds_is_refused_before_the_intent(
+        repo: Path, tmp_path: Path, option: str, value: str) -> None:
+    """`apply --timeout nan --check CMD` died with a traceback after its intent
+    was durable and the file written, leaving the step open."""
+    ok(repo, "begin", "--task", "t")
+    ran = tmp_path / "ran"
+    for args in (["apply", option, value, "--check", f"touch {ran}", "ensure-line", "f.txt",
+                  "x"], ["exec", option, value, "--", "touch", str(ran)]):
+        proc = wal(repo, *args)
+        assert proc.returncode == 2 and proc.stderr.startswith("error: "), proc.stderr
+        assert "Traceback" not in proc.stderr
+    assert not ran.exists() and not (repo / "f.txt").exists()
+    assert [r["type"] for r in _log(repo)] == ["plan"]  # nothing logged, nothing open
+    git(repo, "config", "wal.commandTimeout", "nan")
+    proc = wal(repo, "exec", "--", "touch", str(ran))
+    assert proc.returncode == 1 and "wal.commandTimeout is 'nan'" in proc.stderr
+    git(repo, "config", "--unset", "wal.commandTimeout")
+    git(repo, "config", "wal.waitTimeout", "inf")
+    proc = wal(repo, "exec", "--", "touch", str(ran))
+    assert proc.returncode == 1 and "wal.waitTimeout is 'inf'" in proc.stderr
+    assert [r["type"] for r in _log(repo)] == ["plan"] and not ran.exists()
+
+
+def test_a_library_caller_s_nan_timeout_is_refused_before_the_intent(repo: Path) -> None:
+    from gitwal import Wal
+    from gitwal.errors import ToolRefused
+
+    run = Wal(str(repo)).begin(task="t")
+    with pytest.raises(ToolRefused):
+        run.apply("ensure_line", path="f.txt", line="x", check="true", timeout=float("nan"))
+    assert not (repo / "f.txt").exists()
+    assert [r["type"] for r in _log(repo)] == ["plan"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -298,3 +299,37 @@ def test_pre_receive_checks_signatures_of_new_appends(tmp_path: Path) -> None:
     broken = wal(signed, "push")
     assert broken.returncode == 1 and "pre-receive hook declined" in broken.stderr
     assert git(server, "rev-parse", ref) != git(signed, "rev-parse", ref)
+
+
+def test_local_hooks_keep_archives_and_detached_checkpoints_and_verify_names_one_gone(
+        repo: Path) -> None:
+    """Compacted history and detached checkpoints are written once, like the
+    server's pre-receive keeps them: `git update-ref -d` is refused here too;
+    deleted anyway (hooks bypassed) and collected, verify says so."""
+    ok(repo, "hooks", "install")
+    run = ok(repo, "begin", "--run", "r").strip()
+    for n, line in enumerate(("x", "y", "z"), start=1):
+        ok(repo, "apply", "ensure-line", "README", line)
+        ok(repo, "checkpoint", "--detached")
+        ok(repo, "compact")
+        assert git(repo, "rev-parse", "-q", "--verify", f"refs/wal-archive/{run}/{n}")
+    archive = f"refs/wal-archive/{run}/2"
+    [checkpoint] = git(repo, "for-each-ref", "--format=%(refname)",
+                       f"refs/wal-checkpoints/{run}/").split()[-1:]
+    head = git(repo, "rev-parse", "HEAD").strip()
+    for ref in (archive, checkpoint):
+        gone = git_env(repo, "update-ref", "-d", ref)
+        assert gone.returncode != 0 and f"refusing to delete {ref}" in gone.stderr
+        moved = git_env(repo, "update-ref", ref, head)
+        assert moved.returncode != 0 and f"refusing to change {ref}" in moved.stderr
+    assert git_env(repo, "gc", "-q", "--prune=now").returncode == 0  # pack-refs is fine
+    assert json.loads(ok(repo, "verify", "--all", "--json"))["ok"]
+
+    for ref in (archive, checkpoint):
+        assert git_env(repo, "-c", "core.hooksPath=/dev/null", "update-ref", "-d",
+                       ref).returncode == 0
+    assert git_env(repo, "gc", "-q", "--prune=now").returncode == 0
+    proc = wal(repo, "verify", "--all")
+    assert proc.returncode == 1, proc.stdout
+    assert f"the archive {archive} is missing" in proc.stdout
+    assert f"the detached checkpoint {checkpoint} is missing" in proc.stdout

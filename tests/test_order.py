@@ -221,3 +221,59 @@ def test_a_run_whose_base_is_not_here_is_ordered_without_a_start(repo: Path) -> 
     head = str(git_repo.head.target)
     assert common_base(git_repo, [head, "1" * 40]) is None  # not a traceback
     assert common_base(git_repo, [head, head]) == head
+
+
+def wide(paths: int, steps: int) -> tuple[list[list[Step]], dict[str, str]]:
+    """One shell step that changed ``paths`` files, two runs of ``steps`` steps on
+    their own files each, then both rewrite one file from the same state: a fork
+    that only shows at the end, so the search tries every interleaving first."""
+    big = Step("a", Lsn(2), "exec", tuple(Change(f"big/f{i}", ABSENT, 0o100644, f"{i:040x}")
+                                          for i in range(paths)), 0)
+    lanes: list[list[Step]] = [[big]]
+    for run in ("c", "d"):
+        lane = [step(run, 2 * n + 2, (f"{run}{n}", ABSENT, f"{n + 1:039x}{run}"))
+                for n in range(steps)]
+        lane.append(step(run, 2 * steps + 2, ("c.txt", ABSENT, run * 40)))
+        lanes.append(lane)
+    base = {p: ABSENT for lane in lanes for s in lane for p in (c.path for c in s.changes)}
+    return lanes, base
+
+
+def test_the_search_holds_one_map_of_states_not_one_per_point_it_tried() -> None:
+    """A pushed log must not exhaust a CI job: the search's memory is O(steps +
+    paths), whatever the number of points it tries (it copied every path's
+    state at each: 600 paths x ~300 points held 26 MiB, 4,000 x ~3,400 1.4 GB)."""
+    import tracemalloc
+
+    lanes, base = wide(paths=600, steps=12)
+    tracemalloc.start()
+    try:
+        _ordered, conflicts = derive(lanes, base.__getitem__)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [(c.kind, c.path) for c in conflicts] == [("fork", "c.txt")]
+    assert peak < 6 << 20, f"{peak / 2**20:.0f} MiB"  # about 1 MiB
+
+
+def test_the_search_stops_at_its_work_budget_and_still_names_the_fork(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The work is counted in path changes looked at, applied or taken back (and
+    runs looked at), capped at WORK_BUDGET + WORK_PER_CHANGE x path changes for
+    the search and as much again for the placement; past it, the rest is placed
+    oldest first and the conflicts are still named."""
+    from gitwal import schedule as sched
+
+    lanes, base = wide(paths=300, steps=30)
+    changes = sum(len(s.changes) for lane in lanes for s in lane)
+    monkeypatch.setattr(sched, "WORK_BUDGET", 0)
+    monkeypatch.setattr(sched, "WORK_PER_CHANGE", 1)
+    found = sched.schedule(lanes, base)
+    assert not found.complete and found.unchecked > 0
+    limit = changes
+    # each check stops at the first unit past the limit; one step is at most its changes
+    assert found.work <= 2 * limit + 2 * 301 + 3 * len(lanes)
+    assert sorted(found.lanes) == sorted(i for i, lane in enumerate(lanes) for _ in lane)
+    ordered, conflicts = derive(lanes, base.__getitem__)
+    assert ("fork", "c.txt") in [(c.kind, c.path) for c in conflicts]
+    assert len(ordered) == sum(map(len, lanes))

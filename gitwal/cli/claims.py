@@ -7,6 +7,7 @@ import sys
 import click
 
 from .. import claims, documents
+from ..seconds import MAX_SECONDS
 from ..wal import Wal
 from . import emit_json, handled
 from .options import JSON, RUN
@@ -19,8 +20,9 @@ def _overlap_lines(found: list[tuple[claims.Live, str]], now: int) -> list[str]:
 
 @click.command()
 @click.argument("paths", nargs=-1, required=True)
-@click.option("--ttl", type=click.IntRange(min=1), default=claims.DEFAULT_TTL,
-              show_default=True, metavar="SECONDS", help="How long the claim lasts.")
+@click.option("--ttl", type=click.IntRange(min=1, max=MAX_SECONDS),
+              default=claims.DEFAULT_TTL, show_default=True, metavar="SECONDS",
+              help="How long the claim lasts (at most a year).")
 @RUN
 @JSON
 @handled

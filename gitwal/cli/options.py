@@ -7,17 +7,38 @@ from typing import Any, TypeVar
 
 import click
 
+from ..errors import WalError
+from ..seconds import seconds
+
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Seconds(click.ParamType[float]):
+    """A number of seconds, checked by gitwal/seconds.py (NaN, infinity and more
+    than a year refused) before the command logs anything."""
+
+    name = "seconds"
+
+    def __init__(self, zero: bool) -> None:
+        self.zero = zero
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> float:
+        try:
+            return seconds(value, "", "", self.zero)
+        except WalError as e:
+            self.fail(e.message, param, ctx)
+
 
 RUN = click.option("--run", "run_id", metavar="ID", help="Run id (default: the current run).")
 CHECK = click.option("--check", metavar="CMD",
                      help="Verification command; the step commits only if it exits 0.")
 JSON = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 TIMEOUT = click.option(
-    "--timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+    "--timeout", type=Seconds(zero=False), metavar="SECONDS",
     help="Kill the command or check (its whole process group) after SECONDS and "
          "abort the step (default: git config wal.commandTimeout, else no limit).")
-WAIT = click.option("--wait-timeout", "wait_timeout", type=click.FloatRange(min=0),
+WAIT = click.option("--wait-timeout", "wait_timeout", type=Seconds(zero=True),
                     metavar="SECONDS",
                     help="Give up (exit 4) when another process holds the run longer "
                          "(default: git config wal.waitTimeout, else wait).")

@@ -21,8 +21,9 @@ from pathlib import Path
 import pygit2
 
 from ..durable import makedirs_durable
-from ..errors import EXIT_LOCK_TIMEOUT, RunBusy, WalError
+from ..errors import EXIT_LOCK_TIMEOUT, RunBusy
 from ..repository import common_dir
+from ..seconds import seconds
 
 TELL_AFTER = 1.0  # seconds a writer waits for the run lock before saying who holds it
 _POLL_MAX = 0.05  # the longest pause between two tries of a busy lock
@@ -42,15 +43,8 @@ def config_wait_timeout(repo: pygit2.Repository) -> float | None:
         raw = str(repo.config["wal.waitTimeout"])
     except KeyError:
         return None
-    try:
-        value = float(raw)
-    except ValueError:
-        raise WalError(f"wal.waitTimeout is {raw!r}, not a number of seconds",
-                       "fix it with `git config wal.waitTimeout SECONDS`") from None
-    if value < 0:
-        raise WalError(f"wal.waitTimeout is {raw!r}: it must not be negative",
-                       "fix it with `git config wal.waitTimeout SECONDS`")
-    return value
+    return seconds(raw, "wal.waitTimeout", "fix it with `git config wal.waitTimeout SECONDS`",
+                   zero=True)
 
 
 class LockTimeout(RunBusy):

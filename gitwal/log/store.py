@@ -41,6 +41,7 @@ from ..ids import CommitId, RunId
 from ..records.codec import encode
 from ..records.model import Record, Seal, summary
 from ..repository import common_dir
+from ..seconds import seconds
 from .appends import REF_PREFIX
 from .authorship import attach
 from .command_locks import CommandLocks
@@ -120,6 +121,8 @@ class Store(ChainSurgery, CommandLocks):
         limit = timeout if timeout is not None else (
             config_wait_timeout(self.repo) if self.wait_timeout == "config"
             else self.wait_timeout)
+        if limit is not None:  # a caller's number: NaN or 1e300 must not reach the wait
+            limit = seconds(limit, "the wait timeout", "pass a number of seconds", zero=True)
         with run_lock(lock_dir(self.repo) / f"{self.run}.lock", self.run, wait, limit,
                       self.notify):
             yield

@@ -39,6 +39,8 @@ MULTI_FILE_TOOL = "write_files"  # an agent hook's multi-file end state (args.pa
 # Steps that put recorded states back (docs/undo.md): args.paths, args.contents
 # (the post states), args.modes, and args.undoes (LSNs) or args.redoes (an LSN).
 RESTORING_TOOLS = ("undo", "redo")
+# a claim's at and ttl (seconds): each below 2**36 (the year 4147), so at + ttl is a date
+MAX_TIME = 1 << 36
 KNOWN_TOOLS = frozenset((*FILE_TOOLS, MULTI_FILE_TOOL, *RESTORING_TOOLS, EXEC_TOOL))
 FILE_MODES = (0o100644, 0o100755)  # a file tool's pre mode when the pre-image exists
 EXEC_MODE = 0o040000
@@ -242,8 +244,10 @@ def build(cls: type[Record], body: dict[str, Any]) -> Record:
     if cls is Claim:
         paths = _paths("paths", req("paths", list), non_empty=True, distinct=True)
         at, ttl = req("at", int), req("ttl", int)
-        if at < 0 or ttl < 0:
-            raise ValueError("at and ttl must not be negative")
+        if not (0 <= at <= MAX_TIME and 0 <= ttl <= MAX_TIME):
+            # A log is data: a fetched or hand-made claim may carry any number,
+            # and its end (at + ttl) is shown as a date and compared with now.
+            raise ValueError(f"at and ttl must be from 0 to {MAX_TIME} seconds")
         return Claim(run, lsn, paths, at, ttl, _auth(body))
     if cls is Seal:
         last, head, tree = req("last", int), req("head", str), req("tree", str)

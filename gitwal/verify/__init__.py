@@ -276,12 +276,19 @@ class Report:
 
 def _load(repo: pygit2.Repository, run: str) -> Loaded:
     store = Store(repo, RunId(run))
-    heads = [(f"{ARCHIVE_PREFIX}{run}/{n}", head, False) for n, head in store.archives()]
+    archives = store.archives()
+    heads = [(f"{ARCHIVE_PREFIX}{run}/{n}", head, False) for n, head in archives]
     live = store.head()
     if live is not None:
         heads.append((store.ref_name, live, True))
     segments: list[Segment] = []
-    failures: list[Failure] = []
+    # Archives are numbered 1, 2, ... as compactions make them, and written once:
+    # a number missing below the highest is compacted history someone deleted.
+    failures = [Failure(run, "chain", f"the archive {ARCHIVE_PREFIX}{run}/{n} is missing "
+                        "(deleted? its records are gone after `git gc`; a copy may be on a "
+                        "remote: `git wal fetch`)")
+                for n in sorted(set(range(1, max((n for n, _ in archives), default=0)))
+                                - {n for n, _ in archives})]
     for ref, head, is_live in heads:
         seg, found = read_segment(repo, run, ref, head, is_live)
         segments.append(seg)

@@ -78,7 +78,11 @@ def _ref_problems(repo: pygit2.Repository, run: str, cp: Checkpoint,
         ref = repo.references.get(want)
         if cp.ref != want:
             out.append(f"ref {cp.ref} is not {want}")
-        elif ref is not None and str(ref.target) != cp.git:
+        elif ref is None:  # gitwal writes it once and never deletes it
+            out.append(f"the detached checkpoint {want} is missing (deleted? after "
+                       "`git gc` its commit is gone too; a copy may be on a remote: "
+                       "`git wal fetch`)")
+        elif str(ref.target) != cp.git:
             out.append(f"{want} points at {short(str(ref.target))}, not at {short(cp.git)}")
     return out
 

@@ -85,6 +85,10 @@ def _undone_on(repo: pygit2.Repository, ordered: Sequence[Step], covered: dict[s
             chain.append((c.after, s))
             if int(s.lsn) <= covered.get(s.run, 0):
                 last_on[c.path] = len(chain) - 1
+    first_pre: dict[str, str] = {}  # path -> the pre of the first step on it, in one pass
+    for s in ordered:
+        for c in s.changes:
+            first_pre.setdefault(c.path, c.before)
     out = []
     tree = str(tip.tree_id)
     for path, i in sorted(last_on.items()):
@@ -93,7 +97,7 @@ def _undone_on(repo: pygit2.Repository, ordered: Sequence[Step], covered: dict[s
         if any(state == holds for state, _by in chain[i:]):
             continue
         before = [by for state, by in chain[:i] if state == holds]
-        if before or holds == _first_pre(ordered, path):
+        if before or holds == first_pre.get(path):
             lost = chain[i][1]
             out.append(Failure(
                 lost.run, "order",
@@ -105,6 +109,3 @@ def _undone_on(repo: pygit2.Repository, ordered: Sequence[Step], covered: dict[s
                 "run's version?)", lost.lsn))
     return out
 
-
-def _first_pre(ordered: Sequence[Step], path: str) -> str | None:
-    return next((c.before for s in ordered for c in s.changes if c.path == path), None)
