@@ -16,7 +16,7 @@ import pygit2
 
 from . import tools
 from .crashpoints import crash_point
-from .errors import PathRefused, WalError
+from .errors import PathRefused
 from .ids import ABSENT
 from .log.authorship import ForeignCommand, require
 from .records.model import Intent
