@@ -46,8 +46,6 @@ from ..records.model import (
     type_name,
 )
 from ..signing.allowed_signers import AllowedSigner, load_allowed
-from ..signing.appends import commit_problem
-from ..signing.trust import allowed_signers_file
 
 __all__ = ["AUTHORIZES", "NoAuthority", "Origin", "Waiting", "may_act", "origin", "require",
            "require_steps", "waiting"]
@@ -86,6 +84,10 @@ class NoAuthority(WalError):
 def _allowed(repo: pygit2.Repository) -> Sequence[AllowedSigner] | None:
     """The user's allowed signers, or None when there is no such file (or it
     cannot be read: then nobody is trusted, fail closed)."""
+    # Imported here: signature checks load cryptography, which a command that
+    # never meets an approval (status, log, show) must not pay for.
+    from ..signing.trust import allowed_signers_file
+
     path = allowed_signers_file(repo).path
     key = (repo.path, str(path))
     try:
@@ -115,6 +117,8 @@ def origin(repo: pygit2.Repository, record: Record, append: str | None = None) -
     if written_here(repo, record):
         return Origin.HERE
     if append is not None:
+        from ..signing.appends import commit_problem  # cryptography: see _allowed
+
         allowed = _allowed(repo)
         if allowed and commit_problem(repo, append, allowed, require_signed=True) is None:
             return Origin.SIGNED
