@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import pygit2
 
+from ..shellwords.unwrap import aliases_of
+
 __all__ = ["TREE_CHECK_LIMIT", "Config", "git_aliases"]
 
 TREE_CHECK_LIMIT = 2000  # index entries up to which every hook compares the whole tree
@@ -73,13 +75,8 @@ def _patterns(config: pygit2.Config, key: str) -> tuple[str, ...]:
 
 
 def git_aliases(config: pygit2.Config) -> tuple[tuple[str, str], ...]:
-    """git's ``alias.NAME`` values (names lower-cased, as git looks them up)."""
-    out: dict[str, str] = {}
+    """git's ``alias.*`` (the local user's config): what ``git NAME`` runs."""
     try:
-        for entry in config:
-            name = str(entry.name)
-            if name.lower().startswith("alias.") and entry.value is not None:
-                out[name[len("alias."):].lower()] = str(entry.value)
+        return tuple(aliases_of((str(e.name), e.value) for e in config).items())
     except pygit2.GitError:
         return ()
-    return tuple(out.items())

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .lex import MAX_DEPTH, Redirect, Simple, Unparseable, Word, simple_commands
 
-__all__ = ["Command", "commands"]
+__all__ = ["Command", "aliases_of", "commands"]
 
 SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "busybox-sh"})
 
@@ -94,6 +94,13 @@ class Command:
     @property
     def text(self) -> str:
         return " ".join(self.argv)
+
+
+def aliases_of(entries: Iterable[tuple[str, str | None]]) -> dict[str, str]:
+    """git's ``alias.NAME`` values from config entries (name, value), names
+    lower-cased as git looks them up."""
+    return {name[len("alias."):].lower(): value for name, value in entries
+            if name.lower().startswith("alias.") and value is not None}
 
 
 def commands(text: str, aliases: Mapping[str, str] | None = None,
