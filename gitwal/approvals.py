@@ -25,7 +25,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
-from .decisions import a_person
+from .decisions import a_person, describe
 from .errors import NeedsApproval, RunBusy, WalError
 from .ids import CommitId, Lsn
 from .records.model import Approval, Checkpoint, Commit, Intent, Record, agent_tag
@@ -63,9 +63,12 @@ def refuse_unsplit(segment: Sequence[Record]) -> None:
             "behind a checkpoint (`git wal checkpoint`), or pass --allow-uncheckpointed")
 
 
-def approve(run: Run, lsn: int, note: str = "", approved_by: str | None = None) -> Approval:
-    """Append a person's approval of the waiting irreversible intent ``lsn``."""
-    person = a_person(run.store.repo, "approve", "approval")
+def approve(run: Run, lsn: int, note: str = "", approved_by: str | None = None,
+            yes: bool = False) -> Approval:
+    """Append a person's approval of the waiting irreversible intent ``lsn``
+    (``yes``: a person decided; otherwise asked on the terminal)."""
+    person = a_person(run.store.repo, "approve", "approval", step=describe(run, lsn, waiting=True),
+                      yes=yes)
     who = approved_by or person
     with run.store.locked(wait=False):
         head = run.store.head()

@@ -18,25 +18,37 @@ append when signing is configured):
 Refused, with nothing appended: an LSN that is not an open intent of the
 run; a shell step whose command is still running; a call from inside an
 agent's tool call (the decision is a person's, not the model's).
+
+A person's decision (here and `git wal approve`) is confirmed on the
+controlling terminal: :func:`a_person` shows the step (LSN, tool, command)
+on ``/dev/tty`` and reads the answer there, not from stdin, so a program
+that runs the command with its output and input in pipes (an agent's shell
+tool) cannot answer. A process with no controlling terminal is refused
+unless ``yes`` (``--yes``: a person decided, in a script of their own).
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
 import pygit2
 
+from .display import safe
 from .errors import RunBusy, WalError
 from .ids import ABSENT, Lsn
 from .log.store import Ref
-from .records.model import Abort, Commit, Intent, calling_agent
+from .records.model import Abort, Commit, Intent, agent_tag, calling_agent
 from .recovery.scan import Scan
 from .run import Run
 from .worktree.overwrite import DIRECTORY, SPECIAL, found, save
 
-__all__ = ["Decision", "a_person", "decider", "resolve"]
+__all__ = ["Decision", "a_person", "decider", "describe", "resolve"]
+
+TTY = "/dev/tty"
+ANSWER_LIMIT = 256  # bytes of an answer read from the terminal
 
 
 @dataclass(frozen=True)
@@ -69,20 +81,77 @@ def decider(repo: pygit2.Repository) -> str:
 
 
 def a_person(repo: pygit2.Repository, command: str, what: str,
-             hint: str = "ask the user to run it in a terminal") -> str:
+             hint: str = "ask the user to run it in a terminal", step: str = "",
+             yes: bool = False) -> str:
     """Who decides (:func:`decider`); refused inside an agent's tool call, since
-    `git wal COMMAND` records a person's ``what``, not the model's."""
+    `git wal COMMAND` records a person's ``what``, not the model's; confirmed
+    on the controlling terminal (``step`` shown) unless ``yes``."""
     if (agent := calling_agent(os.environ)) is not None:
         raise WalError(f"`git wal {command}` records a person's {what}; this runs inside a "
                        f"{agent} tool call", hint)
+    if not yes:
+        confirm(f"{step}\n{command.capitalize()} it?" if step else f"{command}?", command, what)
     return decider(repo)
 
 
+def confirm(question: str, command: str, what: str) -> None:
+    """Ask ``question`` on the controlling terminal; refused unless the answer is yes."""
+    try:
+        fd = os.open(TTY, os.O_RDWR | os.O_NOCTTY)
+    except OSError:
+        raise WalError(f"`git wal {command}` records a person's {what} and asks for it on the "
+                       "terminal, but this process has no controlling terminal",
+                       "run it in a terminal, or, if you are a person who decided, add "
+                       "--yes (never from an agent's tool call)") from None
+    with os.fdopen(fd, "r+b", buffering=0) as tty:
+        tty.write(question.encode("utf-8", "replace") + b" [y/N] ")
+        answer = b""
+        while len(answer) < ANSWER_LIMIT and not answer.endswith(b"\n"):
+            chunk = tty.read(1)
+            if not chunk:
+                break
+            answer += chunk
+    text = answer.decode("utf-8", "replace").strip()
+    if text.lower() not in ("y", "yes"):
+        raise WalError(f"`git wal {command}`: not confirmed on the terminal (answer "
+                       f"{safe(text)!r}); nothing was recorded",
+                       f"run it again and answer y to record the {what}")
+
+
+def describe(run: Run, lsn: int, waiting: bool = False) -> str:
+    """The step a person is asked about: LSN, tool (the agent's, if any), command or
+    paths. Refused when ``lsn`` is not an open intent (``waiting``: an irreversible
+    one waiting for approval), before anyone is asked."""
+    head = run.store.head()
+    records = run.store.forward(head) if head is not None else iter(())
+    first = next(records, None)
+    opened = Scan(run.wt, first).feed(records).open_intents() if first is not None else []
+    intent = next((i for i in opened if i.lsn == lsn), None)
+    if waiting and (intent is None or intent.tool != "exec"
+                    or intent.args.get("irreversible") is not True):
+        raise WalError(f"run {run.id}: LSN {lsn} is not an irreversible step waiting "
+                       "for approval", "`git wal status` shows the open step; "
+                       "`git wal exec --irreversible` logs one")
+    if intent is None:
+        raise WalError(f"run {run.id}: LSN {lsn} is not an open intent",
+                       "`git wal status` lists the open ones; a closed step stays as "
+                       "its commit or abort says")
+    tag = agent_tag(intent)
+    tool = intent.tool + (f" ({tag.get('name')} {tag.get('tool')})" if tag else "")
+    argv = intent.args.get("argv")
+    what = shlex.join(str(a) for a in argv) if isinstance(argv, list) else " ".join(
+        intent.target)
+    return safe(f"LSN {intent.lsn} of run {run.id}: {tool}: {what[:2000]}")
+
+
 def resolve(run: Run, lsn: int, applied: bool, note: str = "",
-            decided_by: str | None = None) -> Decision:
-    """Close open intent ``lsn`` of ``run`` by a person's decision."""
+            decided_by: str | None = None, yes: bool = False) -> Decision:
+    """Close open intent ``lsn`` of ``run`` by a person's decision (``yes``: a
+    person decided; otherwise asked on the terminal)."""
     person = a_person(run.store.repo, "resolve", "decision", "ask the user to run it in a "
-                   "terminal (`git wal prompt` shows what is in doubt)")
+                      "terminal (`git wal prompt` shows what is in doubt)",
+                      step=describe(run, lsn) + (" -> applied" if applied else
+                                                 " -> not applied"), yes=yes)
     who = decided_by or person
     with run.store.locked(wait=False):
         head = run.store.head()

@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from .conftest import git, wal
 from .test_agent_payloads import SESSION, claude_run, claude_tool, run_hook, wal_log
 
@@ -79,3 +81,43 @@ def test_an_agent_that_cannot_ask_is_refused_and_nothing_is_logged(repo: Path) -
     assert "git wal exec --irreversible" in r.err
     runs = wal(repo, "runs", "--json")
     assert f"codex-{SESSION}" not in runs.stdout
+
+
+SPELLINGS = ["cd . && git push", "git -C . push origin main", "(git push)", "FOO=1 git push",
+             "git  push", "sh -c 'git push'", "env -u X nice -n 5 git --no-pager push",
+             "true; bash -c \"git push origin\""]
+
+
+@pytest.mark.parametrize("command", SPELLINGS)
+def test_every_spelling_of_an_irreversible_command_is_asked(repo: Path, command: str) -> None:
+    irreversible(repo)
+    r = run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Bash",
+                                             {"command": command}, "toolu_1"))
+    assert r.code == 0, r.err
+    out = json.loads(r.out)["hookSpecificOutput"]
+    assert out["permissionDecision"] == "ask", command
+    assert "wal.irreversible 'git push*'" in out["permissionDecisionReason"]
+    assert wal_log(repo, claude_run())[-1]["args"]["irreversible"] is True
+
+
+@pytest.mark.parametrize("command", SPELLINGS[:4])
+def test_every_spelling_is_refused_where_the_hooks_cannot_ask(repo: Path, command: str) -> None:
+    irreversible(repo)
+    r = run_hook(repo, "codex", codex_bash(repo, command))
+    assert r.code == 2 and "cannot ask for" in r.err, command
+
+
+def test_a_line_that_cannot_be_read_does_not_run_unasked(repo: Path) -> None:
+    irreversible(repo)
+    r = run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Bash",
+                                             {"command": "$(printf git) push"}, "toolu_1"))
+    # Refused outright (it could as well approve a step: agents/refusals.py), not run.
+    assert r.code == 2 and "cannot read this command line as a shell would" in r.err
+
+
+def test_an_alias_of_the_local_config_is_followed(repo: Path) -> None:
+    irreversible(repo)
+    git(repo, "config", "alias.p", "push")
+    r = run_hook(repo, "claude", claude_tool(repo, "PreToolUse", "Bash",
+                                             {"command": "git p origin"}, "toolu_1"))
+    assert json.loads(r.out)["hookSpecificOutput"]["permissionDecision"] == "ask"

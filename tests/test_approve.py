@@ -49,13 +49,14 @@ def test_logged_refused_until_approved_then_run_exactly_once(repo: Path) -> None
         assert "irreversible step waiting for a person's approval" in other.stderr, argv
         assert "git wal approve 2" in other.stderr, argv
 
-    approved = check(json.loads(ok(repo, "approve", "2", "--note", "release reviewed", "--json")),
+    approved = check(json.loads(ok(repo, "approve", "2", "--yes", "--note", "release reviewed",
+                                   "--json")),
                      "approve")
     assert approved == {"run": approved["run"], "lsn": 2, "record": 3,
                         "approved_by": "Ada <ada@example.org>", "note": "release reviewed"}
     rec = check(records(repo)[-1], "log_line")
     assert rec["type"] == "approval" and rec["intent"] == 2 and rec["note"] == "release reviewed"
-    twice = wal(repo, "approve", "2")
+    twice = wal(repo, "approve", "2", "--yes")
     assert twice.returncode == 1 and "LSN 2 is not an irreversible step waiting" not in \
         twice.stderr and "approved already" in twice.stderr
 
@@ -77,7 +78,7 @@ def test_reversible_steps_must_be_behind_a_checkpoint_first(repo: Path) -> None:
     assert [r["type"] for r in records(repo)] == ["plan", "intent", "commit"]
     assert wal(repo, "exec", "--irreversible", "--allow-uncheckpointed", "--", "true"
                ).returncode == 3
-    ok(repo, "resolve", "4", "--not-applied")
+    ok(repo, "resolve", "4", "--not-applied", "--yes")
     ok(repo, "checkpoint", "-m", "reversible work")
     assert wal(repo, *PUSH).returncode == 3  # now it may wait for its approval
 
@@ -96,7 +97,7 @@ def test_a_pending_approval_survives_a_crash_and_the_resume_prompt_names_it(
     assert "ask the user to run `git wal approve 2`" in data["prompt"]
     assert wal(repo, "recover", "--redo").returncode == 3 and pushes(repo) == 0  # not approved
 
-    ok(repo, "approve", "2")
+    ok(repo, "approve", "2", "--yes")
     prompt = ok(repo, "prompt")
     assert "LSN 2 is approved and has not run" in prompt
     done = json.loads(ok(repo, "recover", "--redo", "--json"))
@@ -110,7 +111,7 @@ def test_the_approved_step_never_runs_twice_whatever_the_crash(repo: Path,
                                                                point: str) -> None:
     ready(repo)
     assert wal(repo, *PUSH).returncode == 3
-    ok(repo, "approve", "2")
+    ok(repo, "approve", "2", "--yes")
     killed = wal(repo, *PUSH, env={"GITWAL_CRASH_AT": point})
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     ran = pushes(repo)
@@ -126,7 +127,7 @@ def test_the_approved_step_never_runs_twice_whatever_the_crash(repo: Path,
 def test_approve_is_a_persons_and_names_only_a_waiting_step(repo: Path) -> None:
     ready(repo)
     ok(repo, "apply", "ensure-line", "README", "x")
-    nothing = wal(repo, "approve", "2")
+    nothing = wal(repo, "approve", "2", "--yes")
     assert nothing.returncode == 1 and "LSN 2 is not an irreversible step waiting" in \
         nothing.stderr
     ok(repo, "checkpoint", "-m", "cp")
@@ -137,7 +138,8 @@ def test_approve_is_a_persons_and_names_only_a_waiting_step(repo: Path) -> None:
 
 
 @pytest.mark.parametrize("point", ["mid-append", "after-append"])  # a decision's only points
-@pytest.mark.parametrize("command", [["approve", "2"], ["resolve", "2", "--not-applied"]])
+@pytest.mark.parametrize("command", [["approve", "2", "--yes"],
+                                     ["resolve", "2", "--not-applied", "--yes"]])
 def test_a_decision_killed_mid_append_is_there_once_or_not_at_all(
         repo: Path, command: list[str], point: str) -> None:
     ready(repo)

@@ -638,3 +638,28 @@ def test_mcp_config_command(repo: Path) -> None:
     (repo / ".mcp.json").write_text("{oops")
     bad = wal(repo, "mcp-config", "--merge")
     assert bad.returncode == 1 and bad.stderr.startswith("error: ") and "hint: fix" in bad.stderr
+
+
+def test_exec_cannot_decide_switch_gates_off_or_run_an_irreversible_command(repo: Path) -> None:
+    """The MCP server has no approve or resolve tool, and its `exec` refuses what the
+    agents' hooks refuse (gitwal/shellwords/guard.py) and `wal.irreversible` commands,
+    which it cannot put to the user: nothing is logged or run."""
+    git(repo, "config", "--add", "wal.irreversible", "git push*")
+    ok(repo, "begin", "--run", "r", "--task", "guarded")
+    before = log(repo)
+
+    async def body(s: ClientSession) -> None:
+        names = {t.name for t in (await s.list_tools()).tools}
+        assert not names & {"approve", "resolve"}
+        for argv in (["git", "wal", "approve", "2", "--yes"],
+                     ["env", "-u", "CLAUDECODE", "git-wal", "resolve", "2", "--applied"],
+                     ["git", "config", "wal.done.enforce", "false"],
+                     ["sh", "-c", "echo '[wal]' >> .git/config"]):
+            res = await refused(s, "exec", argv=argv)
+            assert data(res)["kind"] == "ToolRefused" and "ask the user" in text(res), argv
+        res = await refused(s, "exec", argv=["sh", "-c", "cd . && git push"])
+        assert "irreversible here (wal.irreversible 'git push*')" in text(res)
+
+    talk(repo, body)
+    assert log(repo) == before
+    assert (repo / ".git" / "config").read_text().count("[wal]") == 1  # the pattern's alone

@@ -182,7 +182,7 @@ def irreversible():
     wal(*argv, codes=(3,))  # logged; waits for a person
     lsn = json.loads(wal("status", "--run", RUN, "--json").stdout)["open"][0]
     say("awaiting", lsn)
-    wal("approve", "--run", RUN, "--note", "power-loss test", str(lsn))
+    wal("approve", "--yes", "--run", RUN, "--note", "power-loss test", str(lsn))
     say("approved", lsn)
     out = json.loads(wal(*argv).stdout)
     assert out["lsn"] == lsn, (out, lsn)
@@ -508,13 +508,14 @@ def recover_all(repo: Path, result: Result) -> dict[str, Any] | None:
             if item["outcome"] == "awaiting-approval":
                 if not any(r.get("type") == "approval" and r.get("intent") == item["lsn"]
                            for r in log_records(repo)):
-                    approve = gitwal(repo, "approve", "--run", RUN, "--note", "power loss", lsn)
+                    approve = gitwal(repo, "approve", "--yes", "--run", RUN, "--note",
+                                     "power loss", lsn)
                     if approve.returncode != 0:
                         result.problems.append(f"approve {lsn}: {approve.stderr.strip()}")
                         return None
                 redo = True
             elif item["outcome"] == "in-doubt":
-                resolve = gitwal(repo, "resolve", lsn, "--run", RUN, "--not-applied",
+                resolve = gitwal(repo, "resolve", lsn, "--yes", "--run", RUN, "--not-applied",
                                  "--note", "power-loss test: left as found")
                 if resolve.returncode != 0:
                     result.problems.append(f"resolve {lsn}: {resolve.stderr.strip()}")

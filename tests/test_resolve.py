@@ -37,7 +37,8 @@ def last_record(repo: Path) -> dict[str, Any]:
 def test_applied_commits_the_tree_as_found_and_says_who_and_why(repo: Path) -> None:
     lsn = in_doubt(repo)
     found = tree_of(repo)
-    out = wal(repo, "resolve", str(lsn), "--applied", "--note", "I ran it; both files are right",
+    out = wal(repo, "resolve", str(lsn), "--yes", "--applied", "--note",
+              "I ran it; both files are right",
               "--json")
     assert out.returncode == 0, out.stderr
     done = check(json.loads(out.stdout), "resolve")
@@ -66,7 +67,7 @@ def test_applied_commits_the_tree_as_found_and_says_who_and_why(repo: Path) -> N
 def test_not_applied_aborts_leaves_every_byte_and_asks_for_the_step_again(repo: Path) -> None:
     lsn = in_doubt(repo)
     found = tree_of(repo)
-    out = ok(repo, "resolve", str(lsn), "--not-applied")
+    out = ok(repo, "resolve", str(lsn), "--not-applied", "--yes")
     assert f"LSN {lsn} of run" in out and "not applied" in out and "Ada Lovelace" in out
     assert tree_of(repo) == found and (repo / "one.txt").read_text() == "one\n"
     rec = last_record(repo)
@@ -103,7 +104,7 @@ def test_a_file_step_decided_applied_keeps_the_bytes_it_accepts(repo: Path) -> N
     assert killed.returncode == -signal.SIGKILL
     (repo / "w.txt").write_text("what a person wrote instead\n")  # neither pre nor post
     assert wal(repo, "recover").returncode == 3
-    ok(repo, "resolve", "2", "--applied")
+    ok(repo, "resolve", "2", "--applied", "--yes")
     rec = last_record(repo)
     blob = rec["post"][0]
     assert git(repo, "cat-file", "-p", blob) == "what a person wrote instead\n"

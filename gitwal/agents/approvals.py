@@ -2,7 +2,9 @@
 PATTERN``): logged, then put to the user in the agent's own permission prompt.
 
 A shell call whose command matches a pattern (shell-style, as ``fnmatch``:
-``git push*``, ``npm publish*``, ``curl -X POST*``) is logged like any shell
+``git push*``, ``npm publish*``, ``curl -X POST*``) as written, or one of
+the commands it runs does (read as a shell would: ``cd . && git -C . push``
+runs ``git push``; gitwal/shellwords/), or that cannot be read, is logged like any shell
 call but marked irreversible, and the hook answers "ask": the agent shows
 the user the command and gitwal's reason, and runs it only if the user
 allows it. When the call then closes, the user's yes is recorded as an
@@ -19,33 +21,32 @@ read from a log chooses them.
 
 from __future__ import annotations
 
-import fnmatch
-
 from ..decisions import decider
 from ..ids import Lsn
 from ..records.model import Approval, Intent, agent_tag
 from ..run import Run
+from ..shellwords.match import Hit, first_match
 
 __all__ = ["ASKING_AGENTS", "answered", "ask_reason", "cannot_ask", "matches"]
 
 ASKING_AGENTS = frozenset({"claude-code"})
 
 
-def matches(command: str, patterns: tuple[str, ...]) -> str:
-    """The first pattern ``command`` matches ("" when none)."""
-    text = command.strip()
-    return next((p for p in patterns if fnmatch.fnmatchcase(text, p)), "")
+def matches(command: str, patterns: tuple[str, ...],
+            aliases: dict[str, str] | None = None) -> Hit | None:
+    """The first pattern ``command`` (or a command it runs) matches, or None."""
+    return first_match(command, patterns, aliases)
 
 
-def ask_reason(intent: Intent, pattern: str) -> str:
-    return (f"gitwal: this command is irreversible here (wal.irreversible {pattern!r}); it is "
+def ask_reason(intent: Intent, hit: Hit) -> str:
+    return (f"gitwal: this command is irreversible here ({hit.why}); it is "
             f"logged as LSN {intent.lsn} and runs only if you allow it. Your answer is "
             "recorded in the log.")
 
 
-def cannot_ask(agent: str, command: str, pattern: str) -> str:
-    return (f"gitwal: `{command.strip()[:200]}` is irreversible here (wal.irreversible "
-            f"{pattern!r}) and needs a person's approval, which {agent}'s hooks cannot ask "
+def cannot_ask(agent: str, command: str, hit: Hit) -> str:
+    return (f"gitwal: `{command.strip()[:200]}` is irreversible here ({hit.why}) "
+            f"and needs a person's approval, which {agent}'s hooks cannot ask "
             "for. Nothing was run or logged. Ask the user to run it themselves with "
             "`git wal exec --irreversible -- sh -c '<command>'` and `git wal approve LSN`, "
             "or to allow it by removing the pattern.")

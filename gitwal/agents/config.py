@@ -1,5 +1,5 @@
 """What the agent hooks read from the local user's git config (``wal.agent.*``,
-``wal.irreversible``; docs/agents.md): never from a log, so a fetched log
+``wal.irreversible``, git's ``alias.*``; docs/agents.md): never from a log, so a fetched log
 cannot change how the hooks behave."""
 
 from __future__ import annotations
@@ -8,7 +8,9 @@ from dataclasses import dataclass
 
 import pygit2
 
-__all__ = ["TREE_CHECK_LIMIT", "Config"]
+from ..shellwords.unwrap import aliases_of
+
+__all__ = ["TREE_CHECK_LIMIT", "Config", "git_aliases"]
 
 TREE_CHECK_LIMIT = 2000  # index entries up to which every hook compares the whole tree
 
@@ -23,6 +25,11 @@ class Config:
     detached: bool = True  # PreCompact checkpoints under refs/wal-checkpoints/
     block_auto_compact: bool = False
     irreversible: tuple[str, ...] = ()  # wal.irreversible: shell commands a person approves
+    aliases: tuple[tuple[str, str], ...] = ()  # git's alias.*: what `git NAME` runs
+
+    @property
+    def alias_map(self) -> dict[str, str]:
+        return dict(self.aliases)
 
     @classmethod
     def of(cls, repo: pygit2.Repository) -> Config:
@@ -55,6 +62,7 @@ class Config:
             detached=text("wal.agent.checkpoint", "detached") != "branch",
             block_auto_compact=flag("wal.agent.blockAutoCompact", False),
             irreversible=_patterns(c, "wal.irreversible"),
+            aliases=git_aliases(c),
         )
 
 
@@ -63,4 +71,12 @@ def _patterns(config: pygit2.Config, key: str) -> tuple[str, ...]:
     try:
         return tuple(str(v) for v in config.get_multivar(key) if str(v).strip())
     except (KeyError, pygit2.GitError):
+        return ()
+
+
+def git_aliases(config: pygit2.Config) -> tuple[tuple[str, str], ...]:
+    """git's ``alias.*`` (the local user's config): what ``git NAME`` runs."""
+    try:
+        return tuple(aliases_of((str(e.name), e.value) for e in config).items())
+    except pygit2.GitError:
         return ()

@@ -35,7 +35,7 @@ from ..records.model import Checkpoint, Commit, Intent, Record, Unlogged, agent_
 from ..repository import wal_dir
 from ..run import Run
 from ..wal import Wal
-from . import approvals, done, turns
+from . import approvals, done, refusals, turns
 from .call import Call, Outcome
 from .config import Config
 from .context import resume_context
@@ -282,6 +282,8 @@ def _perform(session: Session, action: Action, event: str) -> Reply:
         turn = turns.current(session.wal.repo, session.run_id)
         action = replace(action, call=replace(action.call, turn=turn))
     if isinstance(action, FileStep):
+        if why := refusals.file_refusal(session.wal.repo, session.cwd, action.paths):
+            return Reply(block=why)
         rel = [session.tree_path(p) for p in action.paths]
         if any(r is None for r in rel):
             return Reply()  # outside the working tree: not ours to log
@@ -291,7 +293,10 @@ def _perform(session: Session, action: Action, event: str) -> Reply:
             action.call, paths, action.compute(paths), event, session.config.open_wait)
         return Reply(outcome=out)
     if isinstance(action, ShellStep):
-        irreversible = approvals.matches(action.command, session.config.irreversible)
+        aliases = session.config.alias_map
+        if why := refusals.shell_refusal(action.command, aliases):
+            return Reply(block=why)
+        irreversible = approvals.matches(action.command, session.config.irreversible, aliases)
         if irreversible and session.agent not in approvals.ASKING_AGENTS:
             return Reply(block=approvals.cannot_ask(session.agent, action.command,
                                                     irreversible))
@@ -299,7 +304,7 @@ def _perform(session: Session, action: Action, event: str) -> Reply:
         cwd = session.tree_dir(action.directory)
         out = session.external(run, shell=True).intend_exec(
             action.call, ["bash", "-c", action.command], cwd, event,
-            session.config.open_wait, irreversible=bool(irreversible))
+            session.config.open_wait, irreversible=irreversible is not None)
         if irreversible and out.intent is not None:
             return Reply(ask=approvals.ask_reason(out.intent, irreversible), outcome=out)
         return Reply(outcome=out)

@@ -14,6 +14,12 @@ from ..wal import Wal
 from . import commands_to_stderr, emit_json, handled
 from .options import JSON, RUN
 
+YES = click.option(
+    "--yes", is_flag=True,
+    help="A person decided: record it without asking on the terminal (/dev/tty). For a "
+         "person's own script; never from an agent's tool call. Without a terminal and "
+         "without --yes: refused, exit 1.")
+
 
 @click.command()
 @RUN
@@ -45,17 +51,18 @@ def recover(run_id: str | None, redo: bool, restore: bool, as_json: bool) -> Non
 @click.option("--not-applied", is_flag=True,
               help="The step did not happen: close it (an abort); nothing is written.")
 @click.option("--note", default="", metavar="TEXT", help="Why: kept in the record.")
+@YES
 @JSON
 @handled
 def resolve(run_id: str | None, lsn: int, applied: bool, not_applied: bool, note: str,
-            as_json: bool) -> None:
+            yes: bool, as_json: bool) -> None:
     """Close an open (in-doubt) step by a person's decision, recorded with who and why."""
     if applied == not_applied:
         raise click.UsageError("say what happened: --applied or --not-applied (one of them)",
                                click.get_current_context())
     from ..decisions import resolve as decide
 
-    done = decide(Wal(".").run(run_id), lsn, applied, note)
+    done = decide(Wal(".").run(run_id), lsn, applied, note, yes=yes)
     if as_json:
         emit_json(done.to_dict())
         return
@@ -69,14 +76,15 @@ def resolve(run_id: str | None, lsn: int, applied: bool, not_applied: bool, note
 @RUN
 @click.argument("lsn", type=click.IntRange(min=1))
 @click.option("--note", default="", metavar="TEXT", help="Why: kept in the record.")
+@YES
 @JSON
 @handled
-def approve(run_id: str | None, lsn: int, note: str, as_json: bool) -> None:
+def approve(run_id: str | None, lsn: int, note: str, yes: bool, as_json: bool) -> None:
     """Approve an irreversible step waiting for a person (recorded with who and why)."""
     from ..approvals import approve as approving
 
     run = Wal(".").run(run_id)
-    rec = approving(run, lsn, note)
+    rec = approving(run, lsn, note, yes=yes)
     if as_json:
         emit_json({"run": run.id, "lsn": rec.intent, "record": rec.lsn,
                    "approved_by": rec.approved_by, "note": rec.note})

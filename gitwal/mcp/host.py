@@ -18,6 +18,7 @@ import binascii
 import contextlib
 import json
 import os
+import shlex
 import sys
 import tempfile
 import threading
@@ -36,6 +37,9 @@ from ..ids import Lsn, RunId, TreeId
 from ..prompt import render
 from ..records.model import Abort, Commit, Intent, Record, calling_agent
 from ..run import Run, StepResult
+from ..shellwords.guard import refusal as guard_refusal
+from ..shellwords.match import first_match
+from ..shellwords.unwrap import aliases_of
 from ..wal import Wal
 
 OUTPUT_TAIL = 8000  # characters of a command's output returned to the model
@@ -88,6 +92,26 @@ def isolate_stderr() -> None:
     sys.stderr.flush()
     sys.stderr = open(os.dup(2), "w", buffering=1, encoding="utf-8",  # noqa: SIM115
                       errors="replace")
+
+
+def refuse_agent_only(repo: pygit2.Repository, argv: Sequence[str]) -> None:
+    """An `exec` the model may not run (docs/security.md, "What an agent's tool call
+    cannot do"): a person's decision or a change of gitwal's settings, read as the
+    agents' hooks read a shell call; and a `wal.irreversible` command, which this
+    server cannot put to the user (nothing is logged or run)."""
+    line = shlex.join(argv)
+    entries = [(str(e.name), e.value) for e in repo.config]
+    aliases = aliases_of(entries)
+    if why := guard_refusal(line, aliases):
+        raise ToolRefused(f"exec: {why}", "this is a person's to do: ask the user to run it "
+                          "themselves, in their own terminal")
+    patterns = tuple(str(v) for name, v in entries
+                     if name.lower() == "wal.irreversible" and v and str(v).strip())
+    if hit := first_match(line, patterns, aliases):
+        raise ToolRefused(f"exec: `{line[:200]}` is irreversible here ({hit.why}) and needs "
+                          "a person's approval, which this server cannot ask for",
+                          "ask the user to run it with `git wal exec --irreversible` and "
+                          "`git wal approve LSN`")
 
 
 def refusal(e: WalError, extra: dict[str, Any] | None = None) -> Reply:
@@ -177,7 +201,9 @@ class Host:
         state: dict[str, Any] = {}
 
         def work() -> Reply:
-            run, begun = self._run(self._wal(), create=True)
+            wal = self._wal()
+            refuse_agent_only(wal.repo, argv)
+            run, begun = self._run(wal, create=True)
             state["run"] = run
             with captured_output() as out:
                 state["out"] = out

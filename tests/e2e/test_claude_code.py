@@ -30,6 +30,7 @@ from .agents import (
 from .claude import (
     VENV_BIN,
     ClaudeCode,
+    cmd,
     git_wal,
     hooks_settings,
     make_project,
@@ -376,3 +377,34 @@ def test_recover_through_the_agents_own_bash_call_leaves_that_call_alone(
     [intent] = [r for r in recs if r["type"] == "intent"]
     assert call_of(intent) == call.id and intent["tool"] == "exec"
     assert closing(recs)[intent["lsn"]]["type"] == "commit"  # by its own PostToolUse
+
+
+def test_a_respelled_irreversible_push_does_not_run_unasked_nor_can_the_model_approve(
+        tmp_path: Path, claude_bin: Path) -> None:
+    """`wal.irreversible 'git push*'` and the model's `cd . && git push`: the hook
+    reads the line as a shell would, logs the call as irreversible and asks; with
+    nobody to answer (`claude -p`) the push never runs. The model's own
+    `CLAUDECODE= git wal approve` is refused by the hook before it runs."""
+    env = sealed_env(tmp_path / "home")
+    repo = make_project(tmp_path / "repo", {"a.txt": "alpha\n"}, env)
+    remote = tmp_path / "remote.git"
+    cmd(tmp_path, "git", "init", "-q", "--bare", str(remote), env=env)
+    cmd(repo, "git", "remote", "add", "origin", str(remote), env=env)
+    cmd(repo, "git", "push", "-q", "origin", "main", env=env)
+    cmd(repo, "git", "commit", "-q", "--allow-empty", "-m", "two", env=env)
+    cmd(repo, "git", "config", "--add", "wal.irreversible", "git push*", env=env)
+    pushed = cmd(remote, "git", "rev-parse", "main", env=env).stdout.strip()
+    steps = [bash("cd . && git push -q origin main", "Push"),
+             bash("CLAUDECODE= git wal approve 2 --yes; echo $? > approve.code", "Approve")]
+    with FakeApi(Steps(steps), log_path=tmp_path / "requests.jsonl") as api:
+        cc = ClaudeCode(claude_bin, tmp_path / "home", api.url)
+        out = cc.run(repo, "Push.", session_id=str(uuid.uuid4()))
+        assert out.returncode == 0 and api.errors == [], out.stderr
+        push, approve = api.emitted
+    assert cmd(remote, "git", "rev-parse", "main", env=env).stdout.strip() == pushed
+    assert not (repo / "approve.code").exists()  # refused: it never ran
+    recs = records(repo, env)
+    [intent] = [r for r in recs if r["type"] == "intent"]
+    assert call_of(intent) == push.id and intent["args"]["irreversible"] is True
+    assert not any(r["type"] == "approval" for r in recs)
+    assert all(call_of(r) != approve.id for r in recs if r["type"] == "intent")

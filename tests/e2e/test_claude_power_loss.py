@@ -403,7 +403,7 @@ def recover(s: Session, env: Mapping[str, str]) -> dict[str, Any]:
         for item in report["intents"]:
             if item["open"]:
                 assert item["outcome"] == "in-doubt", item
-                res = run(s.repo, [GIT_WAL, "resolve", str(item["lsn"]), "--run", s.run_id,
+                res = run(s.repo, [GIT_WAL, "resolve", str(item["lsn"]), "--yes", "--run", s.run_id,
                                    "--not-applied", "--note", "power-loss test"], env)
                 assert res.returncode == 0, res.stderr
                 s.recovery["resolved-not-applied"] += 1
