@@ -65,7 +65,7 @@ def test_a_fetched_approval_never_runs_the_waiting_command(tmp_path: Path) -> No
     ok(a, "push", "--run", run)
 
     ok(b, "fetch", "--run", run)
-    refused = wal(b, "approve", "2", "--run", run)  # not B's intent: it would never run there
+    refused = wal(b, "approve", "2", "--run", run, "--yes")  # not B's intent: it would never run there
     assert refused.returncode == 1 and "error:" in refused.stderr and "hint:" in refused.stderr
     store = Store(pygit2.Repository(str(b)), RunId(run))
     head = store.head()
@@ -85,7 +85,7 @@ def test_a_fetched_approval_never_runs_the_waiting_command(tmp_path: Path) -> No
     other = wal(a, "apply", "ensure-line", "README", "x")
     assert "waiting for a person's approval" in other.stderr
 
-    ok(a, "approve", "2", "--run", run)  # this clone's own approval runs it, once
+    ok(a, "approve", "2", "--run", run, "--yes")  # this clone's own approval runs it, once
     ok(a, *PUSH)
     assert deployed(a) == 1
     assert wal(a, "verify", "--run", run).returncode == 0
@@ -192,7 +192,7 @@ def test_an_agent_call_that_may_have_run_is_resolved_never_approved(repo: Path) 
     # The user allowed it, the agent ran it, the session died before PostToolUse.
     log = [json.loads(x) for x in ok(repo, "log", "--run", claude_run(), "--json").splitlines()]
     lsn = log[-1]["lsn"]
-    proc = wal(repo, "approve", str(lsn), "--run", claude_run())
+    proc = wal(repo, "approve", str(lsn), "--run", claude_run(), "--yes")
     assert proc.returncode == 1, proc.stderr
     assert "cannot be approved" in proc.stderr and "git wal resolve" in proc.stderr
     assert log == [json.loads(x) for x in
