@@ -65,7 +65,8 @@ def test_a_fetched_approval_never_runs_the_waiting_command(tmp_path: Path) -> No
     ok(a, "push", "--run", run)
 
     ok(b, "fetch", "--run", run)
-    refused = wal(b, "approve", "2", "--run", run, "--yes")  # not B's intent: it would never run there
+    # Not B's intent: it would never run there.
+    refused = wal(b, "approve", "2", "--run", run, "--yes")
     assert refused.returncode == 1 and "error:" in refused.stderr and "hint:" in refused.stderr
     store = Store(pygit2.Repository(str(b)), RunId(run))
     head = store.head()
