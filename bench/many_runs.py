@@ -131,7 +131,7 @@ def add_others(repo: Path, count: int) -> None:
     neither names a path of the steps measured (in process, set-up only)."""
     from gitwal import Wal
     from gitwal.agents.engine import run_id_for
-    from gitwal.claims import claim
+    from gitwal.claiming import claim
 
     for k in range(count):
         sid, path = f"other-{k}", f"o{k}.txt"

@@ -23,11 +23,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pygit2
 
-from .durable import atomic_write, makedirs_durable
 from .errors import ToolRefused, WalError
 from .ids import RunId, valid_run_id
 from .log.chain import Chain
@@ -35,14 +33,10 @@ from .log.claimfold import Live, fold_into, held_at
 from .log.locks import tell
 from .log.others import open_step_on
 from .log.pathlocks import Holder, PathBusy, path_locks
-from .records.model import Claim, Record
+from .records.model import Record
 from .records.validate import path_problem
 from .repository import common_dir, worktree_name
-from .seconds import MAX_SECONDS
 from .trust.authority import may_act
-
-if TYPE_CHECKING:
-    from .run import Run
 
 DEFAULT_TTL = 3600  # seconds a claim lasts when no --ttl is given
 
@@ -65,12 +59,12 @@ def matches(pattern: str, path: str) -> bool:
     return pattern == path or fnmatchcase(path, pattern)
 
 
-def _marks(repo: pygit2.Repository) -> Path:
+def marks(repo: pygit2.Repository) -> Path:
     return common_dir(repo) / "wal" / "claims"
 
 
 def has_claimed(repo: pygit2.Repository, run: str) -> bool:
-    return (_marks(repo) / run).exists()
+    return (marks(repo) / run).exists()
 
 
 def run_claims(repo: pygit2.Repository, run: str, now: int) -> list[Live]:
@@ -107,7 +101,7 @@ def claimed_elsewhere(repo: pygit2.Repository, me: str, paths: Sequence[str],
 def claims_on(repo: pygit2.Repository, me: str, paths: Sequence[str],
               now: int) -> list[tuple[Live, str]]:
     """Every (live claim, path it matches) of other runs of this worktree, by run."""
-    d = _marks(repo)
+    d = marks(repo)
     if not d.is_dir() or not paths:
         return []  # the common case: no run ever claimed (one stat)
     here = worktree_name(repo)
@@ -198,37 +192,10 @@ def check_patterns(paths: Sequence[str]) -> tuple[str, ...]:
     return tuple(paths)
 
 
-def claim(run: Run, paths: Sequence[str], ttl: int = DEFAULT_TTL,
-          now: int | None = None) -> tuple[Claim, list[tuple[Live, str]]]:
-    """Append a claim of ``paths`` for ``ttl`` seconds (refused while an intent
-    of the run is open: nothing may follow it but its approval). Returns the
-    record and the other runs' live claims it overlaps (reported, not refused)."""
-    pats = check_patterns(paths)
-    if not 0 < ttl <= MAX_SECONDS:
-        raise ToolRefused(f"--ttl must be a number of seconds from 1 to {MAX_SECONDS} "
-                          f"(a year), not {ttl}", "release a claim with `git wal release`; "
-                          "claim again to extend one")
-    t = now_s() if now is None else now
-    rec = _append(run, pats, ttl, t)
-    return rec, overlaps(run.store.repo, run.id, pats, t)
-
-
-def release(run: Run, paths: Sequence[str] = (), now: int | None = None) -> Claim | None:
-    """Release ``paths`` (default: every live claim of the run); None when
-    there was nothing to release."""
-    t = now_s() if now is None else now
-    live = {c.pattern for c in run_claims(run.store.repo, run.id, t)}
-    pats = check_patterns(paths) if paths else tuple(sorted(live))
-    pats = tuple(p for p in pats if p in live)
-    if not pats:
-        return None
-    return _append(run, pats, 0, t)
-
-
 def overlaps(repo: pygit2.Repository, me: str, patterns: Sequence[str],
              now: int) -> list[tuple[Live, str]]:
     """Other runs' live claims that one of ``patterns`` matches or is matched by."""
-    d = _marks(repo)
+    d = marks(repo)
     if not d.is_dir():
         return []
     out = []
@@ -243,18 +210,5 @@ def overlaps(repo: pygit2.Repository, me: str, patterns: Sequence[str],
     return out
 
 
-def _append(run: Run, pats: tuple[str, ...], ttl: int, now: int) -> Claim:
-    with run.store.locked():
-        head, lsn = run.next_record()
-        d = _marks(run.store.repo)
-        if not d.is_dir():
-            makedirs_durable(d)
-        if not (d / run.id).exists():
-            atomic_write(d / run.id, b"", tag="claim")
-        rec = Claim(run.id, lsn, pats, now, ttl)
-        run.store.append([rec], [], head)
-    return rec
-
-
-__all__ = ["DEFAULT_TTL", "Live", "claim", "claimed_elsewhere", "claims_mode", "claims_on",
-           "fold", "keep_off_claims", "matches", "release", "run_claims"]
+__all__ = ["DEFAULT_TTL", "Live", "check_patterns", "claimed_elsewhere", "claims_mode",
+           "claims_on", "fold", "keep_off_claims", "marks", "matches", "overlaps", "run_claims"]

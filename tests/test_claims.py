@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gitwal import Wal, claims
+from gitwal import Wal, claiming, claims
 from gitwal.errors import CorruptLog, ToolRefused
 from gitwal.log.pathlocks import Holder, PathBusy
 from gitwal.records.codec import decode, encode
@@ -27,7 +27,7 @@ def test_a_claim_refuses_other_runs_steps_until_it_expires(repo: Path) -> None:
     w = Wal(repo)
     a = w.begin(task="docs", run_id="a")
     b = w.begin(task="code", run_id="b")
-    rec, overlaps = claims.claim(a, ["README", "docs/*"], ttl=60, now=T0)
+    rec, overlaps = claiming.claim(a, ["README", "docs/*"], ttl=60, now=T0)
     assert rec.lsn == 2 and overlaps == []
     for path in ("README", "docs/x/y.md"):
         with pytest.raises(PathBusy, match="claimed by run a"):
@@ -36,7 +36,7 @@ def test_a_claim_refuses_other_runs_steps_until_it_expires(repo: Path) -> None:
         claims.keep_off_claims(a.store.repo, a.id, [path], now=T0)  # its own run
     claims.keep_off_claims(b.store.repo, b.id, ["src/a.py"], now=T0)  # not claimed
     # A step (which takes the time itself) is refused before its intent.
-    now_claimed, _ = claims.claim(a, ["LICENSE"])
+    now_claimed, _ = claiming.claim(a, ["LICENSE"])
     with pytest.raises(PathBusy, match="LICENSE is claimed by run a"):
         b.write_file("LICENSE", b"x\n")
     assert not (repo / "LICENSE").exists() and len(b.records()) == 1
@@ -46,14 +46,14 @@ def test_a_claim_refuses_other_runs_steps_until_it_expires(repo: Path) -> None:
 def test_release_seal_and_drop_end_claims(repo: Path) -> None:
     w = Wal(repo)
     a = w.begin(run_id="a")
-    claims.claim(a, ["README", "x.txt"], ttl=600, now=T0)
+    claiming.claim(a, ["README", "x.txt"], ttl=600, now=T0)
     assert [c.pattern for c in claims.run_claims(a.store.repo, "a", T0)] == ["README", "x.txt"]
-    rel = claims.release(a, ["x.txt"], now=T0 + 1)
+    rel = claiming.release(a, ["x.txt"], now=T0 + 1)
     assert rel is not None and rel.ttl == 0 and rel.paths == ("x.txt",)
     assert [c.pattern for c in claims.run_claims(a.store.repo, "a", T0 + 1)] == ["README"]
-    assert claims.release(a, ["nothing-claimed"], now=T0 + 1) is None
+    assert claiming.release(a, ["nothing-claimed"], now=T0 + 1) is None
     # A claim again replaces the earlier one (a new ttl from its own time).
-    claims.claim(a, ["README"], ttl=10, now=T0 + 2)
+    claiming.claim(a, ["README"], ttl=10, now=T0 + 2)
     [live] = claims.run_claims(a.store.repo, "a", T0 + 2)
     assert live.until == T0 + 12
     # A seal ends every claim of its run (a real seal needs a signing key:
@@ -68,11 +68,11 @@ def test_release_seal_and_drop_end_claims(repo: Path) -> None:
 def test_no_claim_after_an_open_intent_and_bad_patterns_are_refused(repo: Path) -> None:
     a = Wal(repo).begin(run_id="a")
     with pytest.raises(ToolRefused):
-        claims.claim(a, ["../etc/passwd"])
+        claiming.claim(a, ["../etc/passwd"])
     with pytest.raises(ToolRefused):
-        claims.claim(a, [".git/config"])
+        claiming.claim(a, [".git/config"])
     with pytest.raises(ToolRefused):
-        claims.claim(a, ["a"], ttl=0)
+        claiming.claim(a, ["a"], ttl=0)
     proc = wal(repo, "exec", "--irreversible", "--", "true")
     assert proc.returncode == 3  # logged, waits for approval: an intent stays open
     proc = wal(repo, "claim", "README")
@@ -125,7 +125,7 @@ def test_verify_reports_a_claim_that_follows_an_open_intent(repo: Path) -> None:
     a = Wal(repo).begin(run_id="a")
     assert wal(repo, "exec", "--irreversible", "--", "true").returncode == 3
     head = a.store.head()
-    # Written behind gitwal's back: claims.claim refuses it (test above).
+    # Written behind gitwal's back: claiming.claim refuses it (test above).
     with a.store.locked():
         a.store.append([Claim(a.id, 3, ("README",), T0, 60)], [], head)  # type: ignore[arg-type]
     proc = wal(repo, "verify", "--run", "a")
@@ -170,7 +170,7 @@ def test_the_claims_cache_follows_the_log(repo: Path) -> None:
 
     w = Wal(repo)
     a, b = w.begin(run_id="a"), w.begin(run_id="b")
-    claims.claim(a, ["src/*"], 60, now=T0)
+    claiming.claim(a, ["src/*"], 60, now=T0)
     gitrepo = open_repository(repo)
     cache = claimfold._cache(gitrepo, "a")
 
@@ -179,11 +179,11 @@ def test_the_claims_cache_follows_the_log(repo: Path) -> None:
         return [c.pattern for c in claims.run_claims(gitrepo, "a", T0 + 1)]
 
     assert held() == ["src/*"] and cache.exists()
-    claims.claim(a, ["docs/*"], 60, now=T0)  # an append after the cached head
+    claiming.claim(a, ["docs/*"], 60, now=T0)  # an append after the cached head
     a.write_file("x.txt", b"x\n")
     assert held() == ["docs/*", "src/*"]
     assert json.loads(cache.read_text())["head"] == a.store.head()
-    claims.release(a, ["src/*"], now=T0)
+    claiming.release(a, ["src/*"], now=T0)
     assert held() == ["docs/*"]
     cache.write_text('{"head": "torn')  # a crash mid-rename cannot do this; a person can
     assert held() == ["docs/*"]
@@ -202,7 +202,7 @@ def test_a_ttl_past_a_year_is_refused_and_a_logged_one_breaks_nothing(repo: Path
     assert proc.returncode == 2 and proc.stderr.startswith("error: "), proc.stderr
     assert "Traceback" not in proc.stderr
     with pytest.raises(ToolRefused, match="a year"):
-        claims.claim(Wal(str(repo)).run("r"), ["README"], ttl=10**20)
+        claiming.claim(Wal(str(repo)).run("r"), ["README"], ttl=10**20)
     assert [r["type"] for r in _records(repo, "r")] == ["plan"]
 
     # A log is data: a claim written with plumbing (or fetched) may carry any number.

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from .. import claims, documents
+from .. import claiming, claims, documents
 from ..seconds import MAX_SECONDS
 from ..wal import Wal
 from . import emit_json, handled
@@ -32,7 +32,7 @@ def claim(paths: tuple[str, ...], ttl: int, run_id: str | None, as_json: bool) -
     the claim expires, is released, or the run is sealed or dropped."""
     run = Wal(".").run(run_id)
     now = claims.now_s()
-    rec, overlaps = claims.claim(run, paths, ttl, now)
+    rec, overlaps = claiming.claim(run, paths, ttl, now)
     if as_json:
         emit_json({"run": run.id, "lsn": rec.lsn, "paths": list(rec.paths), "at": rec.at,
                    "ttl": rec.ttl, "until": rec.at + rec.ttl,
@@ -51,7 +51,7 @@ def claim(paths: tuple[str, ...], ttl: int, run_id: str | None, as_json: bool) -
 def release(paths: tuple[str, ...], run_id: str | None, as_json: bool) -> None:
     """Release the run's claims of PATHs (default: all of them)."""
     run = Wal(".").run(run_id)
-    rec = claims.release(run, paths)
+    rec = claiming.release(run, paths)
     if as_json:
         emit_json({"run": run.id, "lsn": None if rec is None else rec.lsn,
                    "paths": [] if rec is None else list(rec.paths)})

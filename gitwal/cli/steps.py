@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from .. import claims, documents
+from .. import claiming, claims, documents
 from ..run import Run, StepResult
 from ..wal import Wal
 from . import commands_to_stderr, emit_json, handled
@@ -32,7 +32,7 @@ def begin(task: str, run_id: str | None, steps: tuple[str, ...], claimed: tuple[
     run = Wal(".").begin(task=task, run_id=run_id, steps=steps)
     overlaps: list[tuple[claims.Live, str]] = []
     if claimed:
-        _, overlaps = claims.claim(run, claimed)
+        _, overlaps = claiming.claim(run, claimed)
     if as_json:
         doc: dict[str, Any] = {"run": run.id, "ref": run.store.ref_name, "task": task,
                                "steps": list(steps)}
