@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import WalError
+from .config import codex_home
 
 DEFAULT_TIMEOUT = 600  # seconds: what Codex assumes for a handler without one
 
@@ -51,11 +52,6 @@ class HookEntry:
     event: str
     current_hash: str
     ours: bool  # gitwal's handler (install.is_ours)
-
-
-def codex_home() -> Path:
-    env = os.environ.get("CODEX_HOME")
-    return Path(env) if env else Path(os.path.expanduser("~")) / ".codex"
 
 
 def config_path() -> Path:

@@ -4,7 +4,9 @@ cannot change how the hooks behave."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import pygit2
 
@@ -80,3 +82,9 @@ def git_aliases(config: pygit2.Config) -> tuple[tuple[str, str], ...]:
         return tuple(aliases_of((str(e.name), e.value) for e in config).items())
     except pygit2.GitError:
         return ()
+
+
+def codex_home() -> Path:
+    """Where Codex keeps its user files: ``$CODEX_HOME``, else ``~/.codex``."""
+    env = os.environ.get("CODEX_HOME")
+    return Path(env) if env else Path(os.path.expanduser("~")) / ".codex"

@@ -84,7 +84,7 @@ def target(agent: str, scope: str, top: Path) -> Target:
                             f"scopes for {agent}: {', '.join(scopes)}")
     base, rel = scopes[scope]
     if agent == "codex" and base == "home":
-        from .codex_trust import codex_home  # Codex reads $CODEX_HOME/hooks.json
+        from .config import codex_home  # Codex reads $CODEX_HOME/hooks.json
 
         return Target(agent, scope, codex_home() / "hooks.json")
     if base == "tree":
