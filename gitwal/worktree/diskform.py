@@ -39,7 +39,7 @@ import pygit2
 from pygit2.enums import FileMode
 
 from ..durable import replace_cache
-from ..ids import TreeId
+from ..ids import ABSENT, TreeId
 from .byname import fsync_names
 
 Reader = Callable[[str], tuple[bytes | None, int]]
@@ -265,6 +265,8 @@ class CommittedForms:
     def same(self, path: str, committed: str, disk: str) -> bool:
         if committed == disk:
             return True
+        if ABSENT in (committed, disk):  # a file on one side only: no form makes them one
+            return False
         key = (path, disk)
         if key not in self._seen:
             blob = self.repo.get(disk)
