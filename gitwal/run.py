@@ -178,6 +178,12 @@ class Run(ToolSteps):
                 if tool == "write_file":
                     # The content is the post-image blob; the record names it.
                     logged["content"] = post_ids[0]
+                elif withheld:
+                    # A line or text typed for a secret-looking file is as secret as
+                    # its bytes: the record keeps its id only (docs/format.md).
+                    logged.update({name: f"withheld {blob_id(value.encode())}"
+                                   for name in spec.other_args
+                                   if isinstance(value := args[name], str)})
                 return self.step(tool, logged, paths, pre_content, pre_modes, post_ids,
                                  check, step, timeout)
 

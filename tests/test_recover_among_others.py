@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from .conftest import ok, wal
+from .conftest import git, ok, wal
+from .test_log_trust import append_raw, canonical
 
 
 def killed_write(repo: Path, run: str, path: str, data: bytes) -> None:
@@ -102,3 +104,35 @@ def test_only_a_step_that_began_after_the_intent_shows_it_landed() -> None:
     # A file step of b on f cannot have come after a's open intent on f (it is
     # refused while the intent is open): it came before.
     assert not landed("write_file", None, at=200)
+
+
+def test_a_step_of_another_run_without_authority_decides_nothing(repo: Path) -> None:
+    """The same as "puts it back" above, but run b's records carry no MAC of
+    this clone (as if another clone wrote them and they were fetched, or
+    written with plumbing): b is data here, so a's killed step is decided on
+    its own and redone, not committed as found."""
+    ok(repo, "begin", "--run", "a", "--task", "greeting")
+    ok(repo, "begin", "--run", "b")
+    killed_write(repo, "a", "README", b"A\n")
+    ok(repo, "exec", "--run", "b", "--", "sh", "-c", "git show HEAD:README > README")
+    [intent, _commit] = strip_auth(repo, "b", [2, 3])
+    assert intent["args"]["others"] == {"a": 2}  # it began after a's intent ...
+    report = json.loads(ok(repo, "recover", "--run", "a", "--redo", "--json"))
+    [step] = report["intents"]
+    assert step["action"] == "redone", step  # ... and still decides nothing here
+    assert "run b" not in step["detail"]
+    assert (repo / "README").read_bytes() == b"A\n"
+
+
+def strip_auth(repo: Path, run: str, lsns: list[int]) -> list[dict[str, Any]]:
+    """Rewrite the appends of ``lsns`` (the newest of ``run``) without ``auth``."""
+    ref = f"refs/wal/{run}"
+    records = []
+    for back, lsn in enumerate(reversed(lsns)):
+        data = git(repo, "show", f"{ref}~{back}:{lsn:012d}.json")
+        records.insert(0, json.loads(data))
+    git(repo, "update-ref", ref, f"{ref}~{len(lsns)}")
+    for rec in records:
+        rec.pop("auth", None)
+        append_raw(repo, run, rec["lsn"], canonical(rec))
+    return records

@@ -47,6 +47,10 @@ def test_a_file_step_on_an_untracked_secret_keeps_hashes_only_and_push_sends_non
     assert (repo / ".env").read_text() == NEW
     [intent, readme] = [r for r in _records(repo, "r") if r["type"] == "intent"]
     assert intent["withheld"] == [".env"] and "withheld" not in readme
+    # The line typed for it is as secret as its bytes: logged by id only.
+    line_id = git(repo, "hash-object", "--stdin", input=b"DEBUG=1").strip()
+    assert intent["args"]["line"] == f"withheld {line_id}"
+    assert "DEBUG=1" not in ok(repo, "log", "--run", "r", "--json")
     # The ids are the bytes' hashes; the bytes themselves are nowhere in git.
     assert intent["pre"] == [git(repo, "hash-object", "--stdin", input=OLD.encode()).strip()]
     assert not _has_object(repo, OLD) and not _has_object(repo, NEW)

@@ -30,6 +30,7 @@ from ..log.others import closed_steps, runs_here
 from ..records.model import EXEC_TOOL, Commit, Intent
 from ..report import ChangedElsewhere
 from ..shell_among import OTHERS_ARG
+from ..trust.authority import may_act
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,8 @@ def _recent(repo: pygit2.Repository, chain: Chain, head: CommitId, task: str,
             since: int) -> list[Elsewhere]:
     out = []
     for step, c, at in closed_steps(chain, head, lambda _lsn, at: at < since):
+        if not (may_act(repo, step) and may_act(repo, c)):
+            continue  # a fetched or hand-written step decides nothing of this run's recovery
         noted = step.args.get(OTHERS_ARG) if step.tool == EXEC_TOOL else None
         out.append(Elsewhere(str(chain.run), task, step.lsn, at, changes_of(repo, step, c),
                              step.tool, noted if isinstance(noted, dict) else None))
