@@ -127,7 +127,7 @@ def test_a_step_of_another_run_without_authority_decides_nothing(repo: Path) -> 
 def strip_auth(repo: Path, run: str, lsns: list[int]) -> list[dict[str, Any]]:
     """Rewrite the appends of ``lsns`` (the newest of ``run``) without ``auth``."""
     ref = f"refs/wal/{run}"
-    records = []
+    records: list[dict[str, Any]] = []
     for back, lsn in enumerate(reversed(lsns)):
         data = git(repo, "show", f"{ref}~{back}:{lsn:012d}.json")
         records.insert(0, json.loads(data))
