@@ -2,7 +2,7 @@
 tests/test_many_agents.py): the order `git wal order --json` derives, applied
 one step at a time to a copy of the base, and the lost-update rule.
 
-Both read each step's changes from the log (gitwal.order.steps_of: per path,
+Both read each step's changes from the log (gitwal.together.order.steps_of: per path,
 the state before and after) and take the sequence from `git wal order --json`,
 so what is checked is the command's own output."""
 
@@ -15,8 +15,8 @@ from typing import Any
 
 import pygit2
 
-from gitwal.ids import ABSENT
-from gitwal.order import Step, steps_of
+from gitwal.base.ids import ABSENT
+from gitwal.together.order import Step, steps_of
 
 from .scripted_agent import GIT_WAL
 

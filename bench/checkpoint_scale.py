@@ -23,8 +23,8 @@ import pygit2
 
 import gitwal.log.store
 from gitwal import Wal
-from gitwal.checkpoint import checkpoint
-from gitwal.ids import CommitId, Lsn
+from gitwal.base.ids import CommitId, Lsn
+from gitwal.checkpoints.checkpoint import checkpoint
 from gitwal.log.store import Ref
 from gitwal.records.model import Commit, Intent
 

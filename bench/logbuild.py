@@ -28,8 +28,8 @@ from pathlib import Path
 import pygit2
 
 from gitwal import Wal
-from gitwal.errors import UnknownRun
-from gitwal.ids import Lsn
+from gitwal.base.errors import UnknownRun
+from gitwal.base.ids import Lsn
 from gitwal.log.store import Ref
 from gitwal.records.model import REPLAY_SAFE, Commit, Intent
 from gitwal.worktree.tree import MODE_FILE

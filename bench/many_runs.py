@@ -6,7 +6,7 @@ is built from, and a standalone run of them:
   own file (the single step's latency);
 * ``parallel``: two runs, each a loop of `git wal apply` processes on files of
   its own, both loops at once (wall time for all the steps);
-* ``checks``: in process, the guard alone (:func:`gitwal.claims.kept_off_others`:
+* ``checks``: in process, the guard alone (:func:`gitwal.together.claims.kept_off_others`:
   path lock, scans), to explain the whole-process numbers;
 * ``parallel with a check``: the same with a 0.5 s ``--check`` per step (a
   check runs while the step holds its locks);
@@ -131,7 +131,7 @@ def add_others(repo: Path, count: int) -> None:
     neither names a path of the steps measured (in process, set-up only)."""
     from gitwal import Wal
     from gitwal.agents.engine import run_id_for
-    from gitwal.claiming import claim
+    from gitwal.decisions.claiming import claim
 
     for k in range(count):
         sid, path = f"other-{k}", f"o{k}.txt"
@@ -158,9 +158,9 @@ def guard(repo: Path, run: str) -> Callable[[], None]:
     """In process, what a step of ``run`` on ``mine.txt`` adds for other runs:
     the guard taken and let go (its path lock, the scan of other runs' open
     intents, the claims look-up); the rest of a step is unchanged."""
-    from gitwal.claims import kept_off_others
-    from gitwal.log.pathlocks import Holder
-    from gitwal.repository import open_repository
+    from gitwal.base.repository import open_repository
+    from gitwal.together.claims import kept_off_others
+    from gitwal.together.pathlocks import Holder
 
     git = open_repository(repo)
 
@@ -191,7 +191,7 @@ def exec_cost(root: Path, others: int, rounds: int = 50) -> tuple[Stats, Stats]:
     the shell step ran (the worst case: every run has something to read)."""
     from gitwal import Wal
     from gitwal.records.model import Intent
-    from gitwal.shell_among import OTHERS_ARG, among, others_now
+    from gitwal.together.shell_among import OTHERS_ARG, among, others_now
 
     repo = init_repo(root / f"exec{others}", {"f.txt": b"x\n"})
     w = Wal(repo)

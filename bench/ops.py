@@ -12,8 +12,8 @@ from pathlib import Path
 import pygit2
 
 from gitwal import Wal
-from gitwal.errors import UnknownRun
-from gitwal.ids import CommitId, Lsn, RunId
+from gitwal.base.errors import UnknownRun
+from gitwal.base.ids import CommitId, Lsn, RunId
 from gitwal.log.store import Store
 from gitwal.records.codec import encode, to_dict
 from gitwal.records.model import Abort, Plan

@@ -1,4 +1,4 @@
-"""How long `git wal order`'s derivation (gitwal/order.py) takes on many runs'
+"""How long `git wal order`'s derivation (gitwal/together/order.py) takes on many runs'
 steps, in process, on synthetic lanes: runs taking random turns on 20 files,
 one or two per step, 10 % of the steps putting back an earlier state (so many
 steps share a pre-state), each step stamped with the second it committed in;
@@ -13,9 +13,9 @@ import hashlib
 import random
 import time
 
-from gitwal.history import Change
-from gitwal.ids import Lsn
-from gitwal.order import Step, derive
+from gitwal.base.ids import Lsn
+from gitwal.changes.history import Change
+from gitwal.together.order import Step, derive
 
 FILES = 20
 

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from gitwal import Wal
-from gitwal.cli.inspect import log_rows
+from gitwal.records.rows import log_rows
 
 from .common import GIT_WAL, QUICK, Stats, fmt_spread, fmt_time, met, run_peak, sh
 from .section import Section, base_repo, say

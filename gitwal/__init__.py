@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .errors import (
+from .base.errors import (
     EXIT_ERROR,
     EXIT_IN_DOUBT,
     EXIT_LOCK_TIMEOUT,
@@ -34,14 +34,15 @@ from .errors import (
     UnknownRun,
     WalError,
 )
-from .ids import BlobId, CommitId, Lsn, RunId, TreeId
-from .version import VERSION
+from .base.ids import BlobId, CommitId, Lsn, RunId, TreeId
+from .base.version import VERSION
 
 if TYPE_CHECKING:
-    from .approvals import approve
-    from .decisions import resolve
-    from .prompt import render
-    from .report import Report
+    from .decisions.approvals import approve
+    from .decisions.resolve import resolve
+    from .decisions.undo import redo, undo
+    from .recovery.prompt import render
+    from .recovery.report import Report
     from .run import Run
     from .steps_api import StepResult
     from .wal import RunInfo, Status, Wal
@@ -50,15 +51,17 @@ __all__ = [
     "EXIT_ERROR", "EXIT_IN_DOUBT", "EXIT_LOCK_TIMEOUT", "EXIT_OK", "EXIT_USAGE",
     "BlobId", "CommitId", "CorruptLog", "InDoubt", "Lsn", "NotARepository", "PathRefused",
     "Report", "Run", "RunBusy", "RunId", "RunInfo", "Status", "StepFailed", "StepResult",
-    "ToolRefused", "TreeId", "UnknownRun", "Wal", "WalError", "approve", "render", "resolve",
+    "ToolRefused", "TreeId", "UnknownRun", "Wal", "WalError", "approve", "redo", "render",
+    "resolve", "undo",
 ]
 __version__ = VERSION
 
 # Loaded on first use: `import gitwal.<module>` must not pay for pygit2 when
 # that module does not need it (agent hook clients, `--help`).
-_LAZY = {"Report": "report", "render": "prompt", "Run": "run", "StepResult": "steps_api",
-         "RunInfo": "wal", "Status": "wal", "Wal": "wal", "resolve": "decisions",
-         "approve": "approvals"}  # undo, redo: `from gitwal.undo import ...` (a module)
+_LAZY = {"Report": "recovery.report", "render": "recovery.prompt", "Run": "run",
+         "StepResult": "steps_api", "RunInfo": "wal", "Status": "wal", "Wal": "wal",
+         "resolve": "decisions.resolve", "approve": "decisions.approvals",
+         "undo": "decisions.undo", "redo": "decisions.undo"}
 
 
 def __getattr__(name: str) -> Any:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import WalError
+from .base.errors import WalError
 from .githooks import install as githooks
 from .log.store import list_runs
 from .wal import Wal

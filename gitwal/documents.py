@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the CLI loads this for every command: keep imports lazy
-    from .claims import Live
-    from .errors import WalError
+    from .base.errors import WalError
+    from .together.claims import Live
     from .wal import RunInfo, Status
 
 

@@ -8,9 +8,9 @@ Invariants (docs/recovery.md relies on them):
 * one gitwal process at a time works on a run (an advisory lock held for the
   whole step), so at most one intent is open, and it is the newest record;
 * one step at a time, of any run, writes a path: a file step holds its
-  targets' path locks (log/pathlocks.py) from reading the pre-images to its
+  targets' path locks (together/pathlocks.py) from reading the pre-images to its
   closing record, and is refused before its intent while another run holds
-  one, or has an open agent intent on one (log/others.py).
+  one, or has an open agent intent on one (together/open_intents.py).
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from . import secrets, tools
-from .claims import kept_off_others
-from .crashpoints import crash_point
-from .effects import (
+from .base.crashpoints import crash_point
+from .base.errors import NeedsApproval, RunBusy, StepFailed, ToolRefused
+from .base.ids import ABSENT, CommitId, Lsn, RunId, TreeId
+from .changes import tools
+from .changes.effects import (
     CommandResult,
     apply_post,
     command_timeout,
@@ -31,11 +32,9 @@ from .effects import (
     run_check,
     run_command,
 )
-from .effects import observed as observed_states
-from .errors import NeedsApproval, RunBusy, StepFailed, ToolRefused
-from .ids import ABSENT, CommitId, Lsn, RunId, TreeId
+from .changes.effects import observed as observed_states
+from .changes.tools import RESTORING_TOOLS
 from .log.authorship import attach
-from .log.pathlocks import Holder
 from .log.store import Ref, Store
 from .records.model import (
     REPLAY_SAFE,
@@ -47,12 +46,13 @@ from .records.model import (
     Record,
     agent_tag,
 )
-from .shell_among import OTHERS_ARG, among, left_to_others, others_now
 from .steps_api import StepResult as StepResult  # re-exported: callers import it from here
 from .steps_api import ToolSteps
-from .tools import RESTORING_TOOLS
+from .together.claims import kept_off_others
+from .together.pathlocks import Holder
+from .together.shell_among import OTHERS_ARG, among, left_to_others, others_now
 from .trust.authority import may_act
-from .worktree import secretfiles
+from .worktree import secretfiles, secrets
 from .worktree.overwrite import bring_back_tree, describe, left_note, restore_plan, restore_tree
 from .worktree.snapshot import watched_paths
 from .worktree.tree import MODE_TREE, Worktree, blob_id

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .ids import Lsn
+from .base.ids import Lsn
 
 
 @dataclass(frozen=True)

@@ -13,21 +13,21 @@ from typing import TYPE_CHECKING
 
 import pygit2
 
-from .claims import Live, now_s, run_claims
-from .durable import atomic_write, makedirs_durable, unlink_durable
-from .errors import CorruptLog, UnknownRun, WalError
-from .ids import Lsn, RunId, new_run_id, valid_run_id
+from .base.durable import atomic_write, makedirs_durable, unlink_durable
+from .base.errors import CorruptLog, UnknownRun, WalError
+from .base.ids import Lsn, RunId, new_run_id, valid_run_id
+from .base.repository import common_dir, open_repository, wal_dir, worktree_name
 from .log.appends import repair_hint
 from .log.runs import segments_history
 from .log.store import Store, list_runs
 from .records.model import Abort, Checkpoint, Commit, Intent, Plan, Record, Seal, Unlogged
-from .repository import common_dir, open_repository, wal_dir, worktree_name
 from .signing.signer import configured_signer
+from .together.claims import Live, now_s, run_claims
 from .worktree.tree import Worktree
 
 if TYPE_CHECKING:  # loaded when used: `status` needs none of them
     from .log.repair import RepairResult
-    from .report import Report
+    from .recovery.report import Report
     from .run import Run
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from gitwal.agents import apply_patch
-from gitwal.errors import ToolRefused
+from gitwal.base.errors import ToolRefused
 
 from .conftest import git, ok
 from .test_agent_payloads import SESSION, run_hook, wal_log

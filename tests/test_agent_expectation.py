@@ -9,7 +9,7 @@ import pygit2
 
 from gitwal import Wal
 from gitwal.agents.expectation import Expectation
-from gitwal.ids import ABSENT, Lsn, RunId
+from gitwal.base.ids import ABSENT, Lsn, RunId
 from gitwal.records.model import Abort, Intent, Unlogged
 
 from .conftest import git

@@ -8,7 +8,7 @@ import pytest
 
 from gitwal.agents import apply_patch
 from gitwal.agents.patch_seek import seek
-from gitwal.errors import ToolRefused
+from gitwal.base.errors import ToolRefused
 
 
 def patched(text: str, body: str) -> str:

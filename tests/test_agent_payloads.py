@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from gitwal.agents import edits
-from gitwal.errors import ToolRefused
+from gitwal.base.errors import ToolRefused
 
 from .conftest import GIT_WAL
 

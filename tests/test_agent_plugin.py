@@ -13,7 +13,7 @@ import pytest
 
 from gitwal.agents import install as inst
 from gitwal.agents import plugin_client
-from gitwal.mcp.config import mcp_json_document
+from gitwal.agents.mcp_entry import mcp_json_document
 
 from .test_agent_payloads import claude_run, claude_tool, wal_log
 

@@ -1,4 +1,4 @@
-"""Irreversible steps behind a person's approval (gitwal/approvals.py):
+"""Irreversible steps behind a person's approval (gitwal/decisions/approvals.py):
 logged first, refused until approved (exit 3), run exactly once, split from
 reversible work by a checkpoint; a pending approval survives SIGKILL."""
 

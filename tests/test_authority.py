@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pygit2
 
-from gitwal.ids import Lsn, RunId
+from gitwal.base.ids import Lsn, RunId
 from gitwal.log.store import Store
 from gitwal.records.model import TYPES, Approval
 
@@ -148,7 +148,7 @@ def test_a_fetched_open_intent_binds_nobody_here(tmp_path: Path) -> None:
     # Nor does it switch off the rollback of A's failing shell step.
     failing = wal(a, "exec", "--", "sh", "-c", "echo x > f.txt; exit 1")
     assert failing.returncode == 1 and not (a / "f.txt").exists(), failing.stderr
-    from gitwal.shell_among import others_now
+    from gitwal.together.shell_among import others_now
 
     assert run not in others_now(pygit2.Repository(str(a)), mine)
 
@@ -177,7 +177,7 @@ def test_a_crashed_shell_step_of_another_run_leaves_rollback_on(repo: Path) -> N
 
 
 def test_args_others_lists_live_runs_only(repo: Path) -> None:
-    from gitwal.shell_among import others_now
+    from gitwal.together.shell_among import others_now
 
     old = ok(repo, "begin", "--task", "old").strip()
     me = ok(repo, "begin", "--task", "me").strip()

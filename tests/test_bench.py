@@ -18,9 +18,9 @@ from bench.logbuild import PATHS, content
 from bench.many_runs import add_others, guard
 from bench.svg import line_plot
 from gitwal import Wal
-from gitwal.claims import kept_off_others
-from gitwal.log.pathlocks import Holder, PathBusy
-from gitwal.repository import open_repository
+from gitwal.base.repository import open_repository
+from gitwal.together.claims import kept_off_others
+from gitwal.together.pathlocks import Holder, PathBusy
 
 from .conftest import init_repo, ok
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from gitwal.errors import CorruptLog
-from gitwal.ids import CommitId, Lsn, RunId
+from gitwal.base.errors import CorruptLog
+from gitwal.base.ids import CommitId, Lsn, RunId
 from gitwal.log import chain
 from gitwal.log.chain import Chain
 from gitwal.records.model import Checkpoint, Plan, Record

@@ -204,7 +204,7 @@ def test_drop_archives_then_deletes(repo: Path) -> None:
 
 def record_unlogged(repo: Path, run: str, path: str) -> None:
     """What an agent hook writes when it notices a change nobody logged."""
-    from gitwal.ids import ABSENT, Lsn, RunId
+    from gitwal.base.ids import ABSENT, Lsn, RunId
     from gitwal.log.store import Ref, Store
     from gitwal.records.model import Unlogged
     from gitwal.worktree.tree import blob_id

@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from gitwal import Wal, claiming, claims
-from gitwal.errors import CorruptLog, ToolRefused
-from gitwal.log.pathlocks import Holder, PathBusy
+from gitwal import Wal
+from gitwal.base.errors import CorruptLog, ToolRefused
+from gitwal.base.repository import open_repository
+from gitwal.decisions import claiming
 from gitwal.records.codec import decode, encode
 from gitwal.records.model import Claim, Seal
-from gitwal.repository import open_repository
+from gitwal.together import claims
+from gitwal.together.pathlocks import Holder, PathBusy
 
 from .conftest import git, ok, wal
 from .test_agent_payloads import claude_run, claude_tool, run_hook, wal_log
@@ -163,10 +165,10 @@ def test_an_agent_call_on_a_claimed_path_is_blocked(repo: Path) -> None:
 
 
 def test_the_claims_cache_follows_the_log(repo: Path) -> None:
-    """The cached fold (log/claimfold.py) is used only for the head it names:
+    """The cached fold (together/claimfold.py) is used only for the head it names:
     appends after it are folded in, a rewritten chain is folded whole, and a
     torn cache file is rebuilt from the log."""
-    from gitwal.log import claimfold
+    from gitwal.together import claimfold
 
     w = Wal(repo)
     a, b = w.begin(run_id="a"), w.begin(run_id="b")

@@ -12,9 +12,9 @@ from pathlib import Path
 import click
 import pytest
 
+from gitwal.base.errors import EXIT_USAGE
 from gitwal.cli import COMMANDS, main, manpage
 from gitwal.cli.examples import EXAMPLES
-from gitwal.errors import EXIT_USAGE
 
 from .conftest import ok, wal
 

@@ -30,7 +30,7 @@ with open(sys.argv[1], "w") as f:
 """
 
 HEAVY = ("cryptography", "mcp", "xml", "gitwal.mcp", "gitwal.verify", "gitwal.agents",
-         "gitwal.signing.sshsig", "gitwal.checkpoint", "gitwal.remote.setup")
+         "gitwal.signing.sshsig", "gitwal.checkpoints.checkpoint", "gitwal.remote.setup")
 
 
 def probe(repo: Path, tmp_path: Path, *args: str, input: str = ""
@@ -63,8 +63,9 @@ def test_a_command_imports_its_own_module_only(repo: Path, tmp_path: Path,
     if args[0] == "status":
         assert proc.stdout == wal(repo, *args).stdout  # the same output as git-wal's
         # Reading a log needs none of the step, recovery or repair machinery.
-        assert not modules & {"gitwal.run", "gitwal.effects", "gitwal.recovery.decide",
-                              "gitwal.log.repair", "gitwal.report", "gitwal.ledger"}
+        assert not modules & {"gitwal.run", "gitwal.changes.effects", "gitwal.recovery.decide",
+                              "gitwal.log.repair", "gitwal.recovery.report",
+                              "gitwal.changes.ledger"}
     else:
         assert (repo / "a.txt").read_text() == "hello\n"
         assert proc.stdout == "LSN 2 write_file a.txt: committed\n"

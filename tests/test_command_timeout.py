@@ -144,7 +144,7 @@ def test_a_timeout_that_is_no_number_of_seconds_is_refused_before_the_intent(
 
 def test_a_library_caller_s_nan_timeout_is_refused_before_the_intent(repo: Path) -> None:
     from gitwal import Wal
-    from gitwal.errors import ToolRefused
+    from gitwal.base.errors import ToolRefused
 
     run = Wal(str(repo)).begin(task="t")
     with pytest.raises(ToolRefused):

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from gitwal import Wal
-from gitwal.errors import PathRefused
+from gitwal.base.errors import PathRefused
 from gitwal.worktree.tree import MODE_FILE
 
 from .conftest import git, init_repo, ok, tree_of, wal
@@ -181,7 +181,7 @@ def test_a_failed_write_leaves_no_temp_file(tmp_path: Path) -> None:
 
 
 def test_temp_names_are_unpredictable(tmp_path: Path) -> None:
-    from gitwal.durable import temp_name
+    from gitwal.base.durable import temp_name
 
     names = {temp_name("f.txt", "w2") for _ in range(50)}
     assert len(names) == 50

@@ -123,7 +123,7 @@ def test_kill_at_point_then_recover_and_resume(
 
 
 def test_crash_points_are_documented() -> None:
-    from gitwal.crashpoints import CRASH_POINTS
+    from gitwal.base.crashpoints import CRASH_POINTS
 
     doc = (Path(__file__).parent.parent / "docs" / "crash-safety.md").read_text()
     for name in CRASH_POINTS:

@@ -1,4 +1,4 @@
-"""A person's decision is confirmed on the controlling terminal (gitwal/decisions.py,
+"""A person's decision is confirmed on the controlling terminal (gitwal/decisions/resolve.py,
 `a_person`): `git wal approve` and `git wal resolve` show the step on /dev/tty and
 read the answer there, never from stdin; with no terminal they are refused unless
 --yes. The terminal is a real pseudo-terminal, the controlling one of a new session."""

@@ -270,10 +270,10 @@ def test_verify_refuses_a_theirs_entry_the_other_log_does_not_bear_out(
 
     import pygit2
 
-    from gitwal.ids import RunId
+    from gitwal.base.ids import RunId
     from gitwal.log.store import Store
     from gitwal.records.model import Commit, Intent, Record
-    from gitwal.shell_among import check_named
+    from gitwal.together.shell_among import check_named
 
     ok(repo, "begin", "--run", "run-a")
     ok(repo, "begin", "--run", "run-b")
@@ -306,8 +306,8 @@ def test_theirs_and_claimed_are_validated_on_read() -> None:
 
     import pytest
 
-    from gitwal.errors import CorruptLog
-    from gitwal.ids import Lsn, RunId
+    from gitwal.base.errors import CorruptLog
+    from gitwal.base.ids import Lsn, RunId
     from gitwal.records.codec import decode, encode
     from gitwal.records.model import Commit
 

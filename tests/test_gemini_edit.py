@@ -11,7 +11,7 @@ import random
 import pytest
 
 from gitwal.agents import gemini_edit as ge
-from gitwal.errors import ToolRefused
+from gitwal.base.errors import ToolRefused
 
 
 def test_exact_replaces_one_occurrence() -> None:

@@ -1,4 +1,4 @@
-"""The ledger (gitwal/ledger.py): what the log says each path should hold now.
+"""The ledger (gitwal/changes/ledger.py): what the log says each path should hold now.
 
 Real logs written through the CLI and the agent hooks, folded and compared
 with the files on disk; a property test that folding in chunks (the hook
@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gitwal import Wal
-from gitwal.errors import CorruptLog
-from gitwal.ids import ABSENT, Lsn, RunId
-from gitwal.ledger import (
+from gitwal.base.errors import CorruptLog
+from gitwal.base.ids import ABSENT, Lsn, RunId
+from gitwal.changes.ledger import (
     COMMITTED,
     EXEC,
     EXPLAINED,

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from gitwal import Wal
-from gitwal.cli.inspect import log_rows
-from gitwal.ids import Lsn, RunId
+from gitwal.base.ids import Lsn, RunId
 from gitwal.log.chain import Chain
 from gitwal.records.codec import encode
 from gitwal.records.model import REPLAY_SAFE, Abort, Commit, Intent, Plan, Record, Unlogged
+from gitwal.records.rows import log_rows
 
 from .conftest import ok, wal
 from .test_log_trust import RUN, append_raw, canonical, victim  # noqa: F401 (fixture)

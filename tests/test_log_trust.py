@@ -18,7 +18,7 @@ from typing import Any
 import pygit2
 import pytest
 
-from gitwal.ids import Lsn, RunId
+from gitwal.base.ids import Lsn, RunId
 from gitwal.log.store import Ref, Store
 from gitwal.records.model import REPLAY_SAFE, Intent
 
@@ -356,7 +356,7 @@ def test_a_fetched_forged_intent_never_runs_on_resume(tmp_path: Path) -> None:
 
 def test_the_decoder_knows_exactly_the_tools_gitwal_has() -> None:
     """records/validate.py sits below tools.py, so it keeps its own list: keep them equal."""
-    from gitwal import tools
+    from gitwal.changes import tools
     from gitwal.records import validate
 
     assert set(validate.FILE_TOOLS) == set(tools.TOOLS)
@@ -382,7 +382,7 @@ def test_path_rules_accept(path: str) -> None:
 
 
 def test_auth_is_encoded_only_when_present_and_validated() -> None:
-    from gitwal.errors import CorruptLog
+    from gitwal.base.errors import CorruptLog
     from gitwal.records.codec import decode, encode
 
     base = intent(4, "write_file", {"path": "a", "content": "a" * 40}, ["a"], ["absent"],

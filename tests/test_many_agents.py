@@ -40,9 +40,9 @@ import pytest
 
 from bench.agent_checks import lost_updates, ordered_steps, serial_replay
 from bench.scripted_agent import AgentProcess, call_step, log_rows, ready_events
-from gitwal.history import Change
-from gitwal.ids import ABSENT, Lsn
-from gitwal.order import Step
+from gitwal.base.ids import ABSENT, Lsn
+from gitwal.changes.history import Change
+from gitwal.together.order import Step
 
 from .conftest import GIT_WAL, init_repo, tree_of
 

@@ -20,7 +20,7 @@ import pytest
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, TextContent
 
-from gitwal.mcp.config import (
+from gitwal.agents.mcp_entry import (
     McpConfigError,
     mcp_server_entry,
     merge_mcp_json,
@@ -563,7 +563,7 @@ def test_without_the_sdk_mcp_fails_with_a_hint_and_the_rest_works(repo: Path) ->
     assert entry.returncode == 0 and json.loads(entry.stdout)["mcpServers"]["gitwal"]
 
     probe = subprocess.run(
-        [sys.executable, "-c", "import sys, gitwal, gitwal.cli, gitwal.mcp.config, "
+        [sys.executable, "-c", "import sys, gitwal, gitwal.cli, gitwal.agents.mcp_entry, "
          "gitwal.mcp.host; print(sorted(m for m in sys.modules if m.split('.')[0] == 'mcp'))"],
         capture_output=True, text=True, check=True)
     assert probe.stdout.strip() == "[]"

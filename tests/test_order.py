@@ -1,4 +1,4 @@
-"""`git wal order` (gitwal/order.py): one order of several runs' committed steps,
+"""`git wal order` (gitwal/together/order.py): one order of several runs' committed steps,
 derived from the states their records carry; forks and cycles named; the
 replay of the order checked against the tree."""
 
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from gitwal.history import Change
-from gitwal.ids import ABSENT, Lsn
-from gitwal.order import Step, derive
+from gitwal.base.ids import ABSENT, Lsn
+from gitwal.changes.history import Change
+from gitwal.together.order import Step, derive
 
 from .conftest import GIT_WAL, git, ok, wal
 from .test_json_schema import check
@@ -215,7 +215,7 @@ def test_random_interleavings_with_reverts_are_ordered_and_a_stale_read_is_one_f
 def test_a_run_whose_base_is_not_here_is_ordered_without_a_start(repo: Path) -> None:
     import pygit2
 
-    from gitwal.order import common_base
+    from gitwal.together.order import common_base
 
     git_repo = pygit2.Repository(str(repo))
     head = str(git_repo.head.target)
@@ -262,7 +262,7 @@ def test_the_search_stops_at_its_work_budget_and_still_names_the_fork(
     runs looked at), capped at WORK_BUDGET + WORK_PER_CHANGE x path changes for
     the search and as much again for the placement; past it, the rest is placed
     oldest first and the conflicts are still named."""
-    from gitwal import schedule as sched
+    from gitwal.together import schedule as sched
 
     lanes, base = wide(paths=300, steps=30)
     changes = sum(len(s.changes) for lane in lanes for s in lane)

@@ -35,8 +35,8 @@ import pygit2
 import pytest
 
 from gitwal import Wal
-from gitwal.ids import ABSENT
-from gitwal.ledger import changes
+from gitwal.base.ids import ABSENT
+from gitwal.changes.ledger import changes
 from gitwal.records.model import Commit, Plan
 
 from .conftest import git, init_repo, wal

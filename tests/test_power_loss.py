@@ -46,7 +46,7 @@ from typing import Any
 import pygit2
 import pytest
 
-from gitwal.ids import ABSENT
+from gitwal.base.ids import ABSENT
 from gitwal.worktree.snapshot import tree_state
 
 from .conftest import GIT_WAL

@@ -1,4 +1,4 @@
-"""Progress of long work (gitwal/progress.py): one status line on a terminal's
+"""Progress of long work (gitwal/base/progress.py): one status line on a terminal's
 stderr, erased at the end; nothing off a terminal, and nothing for quick work.
 
 ``GITWAL_PROGRESS_DELAY`` sets how long work lasts before its line appears:

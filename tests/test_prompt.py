@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from gitwal.ids import Lsn, RunId
-from gitwal.prompt import render
+from gitwal.base.ids import Lsn, RunId
 from gitwal.records.model import Intent, Plan
-from gitwal.redo import redo_command
-from gitwal.report import Done, Outcome, Report
+from gitwal.recovery.prompt import render
+from gitwal.recovery.redo import redo_command
+from gitwal.recovery.report import Done, Outcome, Report
 
 from .conftest import ok, wal
 

@@ -20,7 +20,7 @@ SEED = int(os.environ.get("GITWAL_KILL_SEED", "20261202"))
 AGENT = r'''
 import sys
 from gitwal import Wal
-from gitwal.errors import UnknownRun
+from gitwal.base.errors import UnknownRun
 from gitwal.records.model import Commit
 
 wal = Wal(sys.argv[1])

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from gitwal.errors import CorruptLog, WalError
-from gitwal.ids import ABSENT, Lsn, RunId
+from gitwal.base.errors import CorruptLog, WalError
+from gitwal.base.ids import ABSENT, Lsn, RunId
 from gitwal.records.codec import OPTIONAL_FIELDS, decode, encode, to_dict
 from gitwal.records.model import (
     FORMAT_VERSION,

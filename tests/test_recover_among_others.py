@@ -82,8 +82,8 @@ def test_the_resume_prompt_names_what_other_runs_changed_on_this_runs_paths(
 
 
 def test_only_a_step_that_began_after_the_intent_shows_it_landed() -> None:
-    from gitwal.history import Change
-    from gitwal.ids import Lsn, RunId
+    from gitwal.base.ids import Lsn, RunId
+    from gitwal.changes.history import Change
     from gitwal.records.model import Intent
     from gitwal.recovery.elsewhere import Elsewhere, landed_for
 

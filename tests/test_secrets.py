@@ -142,7 +142,7 @@ def test_push_refuses_a_log_that_holds_an_untracked_secret(tmp_path: Path) -> No
 
 def test_the_python_matcher_agrees_with_git_on_the_patterns(tmp_path: Path) -> None:
     """The push check matches in Python; snapshots let git match: same answers."""
-    from gitwal import secrets
+    from gitwal.worktree import secrets
 
     pats = [*secrets.DEFAULT_PATTERNS, "!/.env.example", "build/", "/top.txt", "**/deep/*.bin",
             "[ab]c.cfg"]

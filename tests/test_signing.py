@@ -22,7 +22,7 @@ from typing import Any
 import pygit2
 import pytest
 
-from gitwal.errors import WalError
+from gitwal.base.errors import WalError
 from gitwal.signing import allowed_signers, keys, sshsig
 from gitwal.signing import commits as signing
 from gitwal.signing.errors import (

@@ -1,4 +1,4 @@
-"""Unit tests of the pure end-state tools (gitwal/tools.py): bytes in, bytes out."""
+"""Unit tests of the pure end-state tools (gitwal/changes/tools.py): bytes in, bytes out."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from gitwal import tools
-from gitwal.errors import ToolRefused
-from gitwal.tools import MODE_FILE, Content
+from gitwal.base.errors import ToolRefused
+from gitwal.changes import tools
+from gitwal.changes.tools import MODE_FILE, Content
 
 MODE_EXEC = 0o100755
 # The `hermetic` autouse fixture only sets environment variables: sharing it

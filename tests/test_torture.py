@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from gitwal import Wal
-from gitwal.cli.inspect import log_rows as rows_of
-from gitwal.errors import UnknownRun
+from gitwal.base.errors import UnknownRun
+from gitwal.records.rows import log_rows as rows_of
 
 from .conftest import GIT_WAL, git, init_repo, tree_of
 
@@ -62,7 +62,7 @@ AGENT = r'''
 import sys
 
 from gitwal import Wal
-from gitwal.errors import UnknownRun
+from gitwal.base.errors import UnknownRun
 from gitwal.records.model import Abort, Commit, Intent, Plan
 
 RUN = "mixed"

@@ -1,4 +1,4 @@
-"""`git wal undo` / `git wal redo` (gitwal/undo.py, docs/undo.md): exact trees
+"""`git wal undo` / `git wal redo` (gitwal/decisions/undo.py, docs/undo.md): exact trees
 back and forth over random runs of file and shell steps, refusals that lose
 nothing, `--force` that keeps what it overwrites, and crashes mid-undo."""
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from gitwal import Wal
+from gitwal.decisions.undo import redo, undo
 from gitwal.run import Run
-from gitwal.undo import redo, undo
 
 from .conftest import git, ok, tree_of, wal
 from .test_json_schema import check
@@ -190,7 +190,7 @@ def test_undo_turn_takes_back_what_an_agent_did_for_one_prompt(repo: Path) -> No
 def test_verify_names_an_undo_that_wrote_other_than_its_steps_had(repo: Path) -> None:
     import dataclasses
 
-    from gitwal.history import log_problems
+    from gitwal.changes.history import log_problems
     from gitwal.records.model import Intent
 
     ok(repo, "begin")

@@ -22,7 +22,7 @@ from typing import Any
 import pygit2
 import pytest
 
-from gitwal.ids import Lsn, RunId
+from gitwal.base.ids import Lsn, RunId
 from gitwal.records.codec import encode
 from gitwal.records.model import Seal, Unlogged
 from gitwal.signing.allowed_signers import trust_add

@@ -16,7 +16,7 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from gitwal.ids import Lsn, RunId
+from gitwal.base.ids import Lsn, RunId
 from gitwal.log.store import Store
 from gitwal.records.model import Plan
 

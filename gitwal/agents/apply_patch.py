@@ -33,7 +33,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..errors import ToolRefused
+from ..base.errors import ToolRefused
 from .patch_seek import seek
 
 BEGIN, END = "*** Begin Patch", "*** End Patch"

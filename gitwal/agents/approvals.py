@@ -10,7 +10,7 @@ the user the command and gitwal's reason, and runs it only if the user
 allows it. When the call then closes, the user's yes is recorded as an
 ``approval`` record (who: git's identity, in the agent's prompt) before the
 commit or abort, as `git wal approve` records one for `exec --irreversible`
-(gitwal/approvals.py). A call the user denies never runs; its intent is
+(gitwal/decisions/approvals.py). A call the user denies never runs; its intent is
 settled as any shell call that changed nothing.
 
 Only Claude Code's hooks can ask (``permissionDecision: "ask"``); for the
@@ -21,8 +21,8 @@ read from a log chooses them.
 
 from __future__ import annotations
 
-from ..decisions import decider
-from ..ids import Lsn
+from ..base.ids import Lsn
+from ..decisions.resolve import decider
 from ..records.model import Approval, Intent, agent_tag
 from ..run import Run
 from ..shellwords.match import Hit, first_match

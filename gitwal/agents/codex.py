@@ -27,7 +27,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import WalError
+from ..base.errors import WalError
 from . import apply_patch, common
 from .call import Call
 from .engine import (

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import WalError
+from ..base.errors import WalError
 from .config import codex_home
 
 DEFAULT_TIMEOUT = 600  # seconds: what Codex assumes for a handler without one

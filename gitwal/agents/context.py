@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ..prompt import render
 from ..records.model import Commit, Intent, Record, Unlogged, agent_tag, is_miss
-from ..report import Report
+from ..recovery.prompt import render
+from ..recovery.report import Report
 from ..run import Run
 from ..wal import Wal
 

@@ -38,11 +38,11 @@ from typing import Any
 
 import pygit2
 
-from ..display import safe
-from ..durable import atomic_write, makedirs_durable
-from ..ids import TreeId
+from ..base.display import safe
+from ..base.durable import atomic_write, makedirs_durable
+from ..base.ids import TreeId
+from ..base.repository import wal_dir
 from ..records.model import Intent, Record, Unlogged, agent_tag
-from ..repository import wal_dir
 from ..run import Run
 from .external import External
 

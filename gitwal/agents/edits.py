@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import ToolRefused
+from ..base.errors import ToolRefused
 
 Content = bytes | None
 

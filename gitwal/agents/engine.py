@@ -27,13 +27,13 @@ from pathlib import Path
 
 import pygit2
 
-from .. import checkpoint as cp
-from ..errors import NotARepository, PathRefused, RunBusy, UnknownRun, WalError
-from ..ids import RunId, valid_run_id
-from ..log.pathlocks import PathBusy
+from ..base.errors import NotARepository, PathRefused, RunBusy, UnknownRun, WalError
+from ..base.ids import RunId, valid_run_id
+from ..base.repository import wal_dir
+from ..checkpoints import checkpoint as cp
 from ..records.model import Checkpoint, Commit, Intent, Record, Unlogged, agent_tag
-from ..repository import wal_dir
 from ..run import Run
+from ..together.pathlocks import PathBusy
 from ..wal import Wal
 from . import approvals, done, refusals, turns
 from .call import Call, Outcome

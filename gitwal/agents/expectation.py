@@ -1,6 +1,6 @@
 """What the log expects the working tree to be, and what a look at it finds.
 
-The expectation is the ledger (gitwal/ledger.py) with ``unlogged`` records
+The expectation is the ledger (gitwal/changes/ledger.py) with ``unlogged`` records
 counted: since the newest checkpoint, every committed step gives its targets
 their (observed) post-image, an exec step every path its post tree changed,
 and an ``unlogged`` record the states it found; any other path is expected as
@@ -16,15 +16,15 @@ from dataclasses import dataclass
 
 import pygit2
 
-from .. import secrets
-from ..display import safe
-from ..errors import PathRefused, WalError
-from ..ids import ABSENT, Lsn, TreeId
-from ..ledger import EXPLAINED, Ledger, LedgerCache
+from ..base.display import safe
+from ..base.errors import PathRefused, WalError
+from ..base.ids import ABSENT, Lsn, TreeId
+from ..changes.ledger import EXPLAINED, Ledger, LedgerCache
 from ..log.store import Ref
 from ..records.model import Abort, Commit, Intent, Record, Unlogged
 from ..run import Run
-from ..shell_among import among, left_by_others
+from ..together.shell_among import among, left_by_others
+from ..worktree import secrets
 from ..worktree.diskform import CommittedForms
 from ..worktree.snapshot import tree_state
 from ..worktree.tree import MODE_GITLINK, MODE_TREE, blob_id
@@ -135,7 +135,7 @@ class Expectation:
 
     def _not_secret(self, paths: list[str], base: TreeId,
                     snapshot: TreeId | None) -> list[str]:
-        """``paths`` without the untracked secret-looking ones (gitwal/secrets.py).
+        """``paths`` without the untracked secret-looking ones (gitwal/worktree/secrets.py).
 
         Their content is never read into the log: such a path is tracked when
         the base tree has it, or the snapshot does (a snapshot holds it only

@@ -32,12 +32,9 @@ from typing import Any
 
 import pygit2
 
-from .. import secrets
-from ..claims import kept_off_others
-from ..crashpoints import crash_point
-from ..errors import ToolRefused, UnknownRun
-from ..ids import ABSENT, UNKNOWN, CommitId, Lsn, TreeId
-from ..log.pathlocks import Holder
+from ..base.crashpoints import crash_point
+from ..base.errors import ToolRefused, UnknownRun
+from ..base.ids import ABSENT, UNKNOWN, CommitId, Lsn, TreeId
 from ..log.store import Ref, Store
 from ..records.model import (
     AGENT_ARG,
@@ -53,7 +50,10 @@ from ..records.model import (
     unpredicted,
 )
 from ..run import Run
-from ..shell_among import OTHERS_ARG, among, others_now
+from ..together.claims import kept_off_others
+from ..together.pathlocks import Holder
+from ..together.shell_among import OTHERS_ARG, among, others_now
+from ..worktree import secrets
 from ..worktree.snapshot import CHECK
 from ..worktree.tree import MODE_TREE, blob_id
 from . import approvals

@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import ToolRefused
+from ..base.errors import ToolRefused
 from . import common, gemini_compress, gemini_edit, gemini_trust
 from .call import Call
 from .engine import (

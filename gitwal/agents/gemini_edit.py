@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 import re
 
-from ..errors import ToolRefused
+from ..base.errors import ToolRefused
 
 __all__ = ["has_escapes", "keeps_escapes", "replace_post", "write_post"]
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..base.errors import WalError
 from ..cloned import File, load_json, text
-from ..errors import WalError
 from .jsonc import strip_comments
 
 __all__ = ["Check", "checks", "home", "layers", "read", "setting"]

@@ -34,11 +34,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..base.errors import WalError
 from ..cloned import File, load_json, text
-from ..errors import WalError
 from . import launch
 from .adapter import Groups, adapter
 from .jsonc import edit, strip_comments
+from .mcp_entry import merge_into, remove_from
 
 
 class SettingsError(WalError):
@@ -344,8 +345,6 @@ def install(t: Target, groups: Groups, notes: list[str] | None = None,
         changes.append(Change(event, action))
     changes += [Change(e, "removed") for e in removed if e not in groups]
     if mcp:
-        from ..mcp.config import merge_into
-
         _check_servers(data, t.path)
         added = merge_into(data)
         changes.append(Change(f"{t.path.name} gitwal server", "added" if added else "unchanged"))
@@ -367,8 +366,6 @@ def uninstall(t: Target, notes: list[str] | None = None, mcp: bool = False) -> l
     removed = strip(data, t.agent, t.path)
     changes = [Change(e, "removed") for e in removed]
     if mcp:
-        from ..mcp.config import remove_from
-
         _check_servers(data, t.path)
         if remove_from(data):
             changes.append(Change(f"{t.path.name} gitwal server", "removed"))

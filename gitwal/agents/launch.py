@@ -69,7 +69,7 @@ def remember(script: str, python: str, client: str, path: Path | None = None) ->
         if old.count(record) == 1 and all(usable(r) for r in old):
             return False
         new = [r for r in old if r[0] != script and usable(r)] + [record]
-        from ..durable import atomic_write, makedirs_durable  # only on a cache miss
+        from ..base.durable import atomic_write, makedirs_durable  # only on a cache miss
 
         if not path.parent.is_dir():
             makedirs_durable(path.parent, 0o700)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..durable import atomic_write
+from ..base.durable import atomic_write
 
 HERE = Path(__file__).resolve().parent
 COPY = HERE.parent.parent / "hooks" / "claude-code" / "scripts" / "gitwal_client.py"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pygit2
 
-from ..repository import common_dir, wal_dir
+from ..base.repository import common_dir, wal_dir
 from ..shellwords.guard import config_file, refusal
 
 __all__ = ["file_refusal", "shell_refusal"]

@@ -25,7 +25,7 @@ import threading
 import time
 from pathlib import Path
 
-from ..errors import WalError
+from ..base.errors import WalError
 from . import client, framing
 from .hook import can_refuse, check_after, run_hook
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pygit2
 
-from ..durable import atomic_write, makedirs_durable
-from ..repository import wal_dir
+from ..base.durable import atomic_write, makedirs_durable
+from ..base.repository import wal_dir
 
 __all__ = ["current", "start"]
 

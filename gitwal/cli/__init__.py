@@ -21,9 +21,9 @@ import click
 import pygit2
 
 from .. import documents
-from ..display import safe
-from ..errors import EXIT_ERROR, EXIT_USAGE, WalError
-from ..repository import common_dir, open_repository
+from ..base.display import safe
+from ..base.errors import EXIT_ERROR, EXIT_USAGE, WalError
+from ..base.repository import common_dir, open_repository
 from .lazy import LazyGroup
 
 LIVE_PREFIX = "refs/wal/"
@@ -301,8 +301,8 @@ COMMANDS = {
 @click.version_option(package_name="gitwal")
 def main() -> None:
     """A write-ahead log for coding agents, kept in git (refs/wal/<run>)."""
-    from .. import progress
-    from ..repository import bound_memory
+    from ..base import progress
+    from ..base.repository import bound_memory
 
     bound_memory()
     progress.enable()  # a status line for long work, on a terminal only

@@ -11,8 +11,8 @@ import click
 
 from ..agents import install as inst
 from ..agents.hook import AGENTS, adapter, run_hook
+from ..base.errors import EXIT_USAGE, NotARepository, WalError
 from ..cloned import File
-from ..errors import EXIT_USAGE, NotARepository, WalError
 from ..wal import Wal
 from . import emit_json, handled
 from .options import JSON
@@ -90,7 +90,7 @@ def install_(agent: str, scope: str, in_process: bool, with_mcp: bool, trust: bo
     changes = inst.install(t, inst.install_groups(agent, fast=not in_process), notes,
                            mcp=with_mcp and mcp_file is None)
     if mcp_file is not None:
-        from ..mcp.config import merge_codex_toml, merge_mcp_json
+        from ..agents.mcp_entry import merge_codex_toml, merge_mcp_json
 
         added = (merge_codex_toml if agent == "codex" else merge_mcp_json)(mcp_file)
         changes.append(inst.Change(f"{mcp_file.path.name} gitwal server",
@@ -137,7 +137,7 @@ def uninstall_(agent: str, scope: str, with_mcp: bool, as_json: bool) -> None:
     for note in notes:
         click.echo(f"warning: {note}", err=True)
     if mcp_file is not None:
-        from ..mcp.config import remove_from_codex_toml, remove_from_mcp_json
+        from ..agents.mcp_entry import remove_from_codex_toml, remove_from_mcp_json
 
         if (remove_from_codex_toml if agent == "codex" else remove_from_mcp_json)(mcp_file):
             changes.append(inst.Change(f"{mcp_file.path.name} gitwal server", "removed"))

@@ -6,8 +6,8 @@ import sys
 
 import click
 
-from .. import checkpoint as cp
-from ..errors import EXIT_IN_DOUBT, UnknownRun
+from ..base.errors import EXIT_IN_DOUBT, UnknownRun
+from ..checkpoints import checkpoint as cp
 from ..wal import Wal
 from . import commands_to_stderr, emit_json, handled
 from .options import CHECK, JSON, RUN, WAIT

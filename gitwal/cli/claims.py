@@ -6,8 +6,10 @@ import sys
 
 import click
 
-from .. import claiming, claims, documents
-from ..seconds import MAX_SECONDS
+from .. import documents
+from ..base.seconds import MAX_SECONDS
+from ..decisions import claiming
+from ..together import claims
 from ..wal import Wal
 from . import emit_json, handled
 from .options import JSON, RUN

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ..display import safe
+from ..base.display import safe
 from ..doctor import doctor
 from . import emit_json, handled
 from .options import JSON

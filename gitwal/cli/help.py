@@ -10,7 +10,7 @@ import difflib
 
 import click
 
-from ..errors import EXIT_USAGE
+from ..base.errors import EXIT_USAGE
 from . import fail
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ..errors import StepFailed, UnknownRun
+from ..base.errors import StepFailed, UnknownRun
 from ..githooks import install as githooks
 from ..records.model import Intent
 from ..wal import Wal

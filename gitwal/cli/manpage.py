@@ -23,7 +23,7 @@ from pathlib import Path
 
 import click
 
-from ..version import VERSION
+from ..base.version import VERSION
 from . import main
 
 ROOT = Path(__file__).resolve().parent.parent.parent

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import click
 
+from ..agents.mcp_entry import mcp_json_document, merge_mcp_json, remove_from_mcp_json
+from ..base.errors import WalError
 from ..cloned import File
-from ..errors import WalError
-from ..mcp.config import mcp_json_document, merge_mcp_json, remove_from_mcp_json
 from ..wal import Wal
 from . import emit_json, handled
 from .options import JSON

@@ -7,14 +7,14 @@ from typing import Any, TypeVar
 
 import click
 
-from ..errors import WalError
-from ..seconds import seconds
+from ..base.errors import WalError
+from ..base.seconds import seconds
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Seconds(click.ParamType[float]):
-    """A number of seconds, checked by gitwal/seconds.py (NaN, infinity and more
+    """A number of seconds, checked by gitwal/base/seconds.py (NaN, infinity and more
     than a year refused) before the command logs anything."""
 
     name = "seconds"

@@ -1,4 +1,4 @@
-"""`git wal order`: one order of every run's committed steps (gitwal/order.py)."""
+"""`git wal order`: one order of every run's committed steps (gitwal/together/order.py)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import sys
 import click
 import pygit2
 
-from ..display import safe
-from ..errors import EXIT_ERROR, WalError
+from ..base.display import safe
+from ..base.errors import EXIT_ERROR, WalError
+from ..base.repository import open_repository
 from ..log.store import list_runs
-from ..order import order
-from ..order import since as runs_since
-from ..repository import open_repository
+from ..together.order import order
+from ..together.order import since as runs_since
 from ..wal import Wal
 from . import emit_json, handled
 from .options import JSON

@@ -7,9 +7,9 @@ import sys
 
 import click
 
-from ..errors import EXIT_IN_DOUBT
-from ..prompt import render
+from ..base.errors import EXIT_IN_DOUBT
 from ..records.model import calling_agent
+from ..recovery.prompt import render
 from ..wal import Wal
 from . import commands_to_stderr, emit_json, handled
 from .options import JSON, RUN
@@ -60,7 +60,7 @@ def resolve(run_id: str | None, lsn: int, applied: bool, not_applied: bool, note
     if applied == not_applied:
         raise click.UsageError("say what happened: --applied or --not-applied (one of them)",
                                click.get_current_context())
-    from ..decisions import resolve as decide
+    from ..decisions.resolve import resolve as decide
 
     done = decide(Wal(".").run(run_id), lsn, applied, note, yes=yes)
     if as_json:
@@ -81,7 +81,7 @@ def resolve(run_id: str | None, lsn: int, applied: bool, not_applied: bool, note
 @handled
 def approve(run_id: str | None, lsn: int, note: str, yes: bool, as_json: bool) -> None:
     """Approve an irreversible step waiting for a person (recorded with who and why)."""
-    from ..approvals import approve as approving
+    from ..decisions.approvals import approve as approving
 
     run = Wal(".").run(run_id)
     rec = approving(run, lsn, note, yes=yes)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from ..errors import EXIT_ERROR
+from ..base.errors import EXIT_ERROR
 from ..remote import setup as rm
 from . import emit_json, handled
 from .options import JSON, RUN

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .. import seal as sealing
+from ..checkpoints import seal as sealing
 from ..wal import Wal
 from . import emit_json, handled
 from .options import JSON, RUN, WAIT

@@ -9,7 +9,7 @@ side is ``/dev/null``, a binary file says so. Objects are only read: a
 record names them, nothing of the log is run or written.
 
 Every line read from the log or the object database is printed through
-:func:`gitwal.display.safe` (tabs kept): a hostile log or blob cannot drive
+:func:`gitwal.base.display.safe` (tabs kept): a hostile log or blob cannot drive
 the terminal.
 """
 
@@ -23,14 +23,14 @@ from typing import Any
 import click
 import pygit2
 
-from ..display import safe
-from ..errors import WalError
-from ..ids import ABSENT
+from ..base.display import safe
+from ..base.errors import WalError
+from ..base.ids import ABSENT
 from ..records.codec import encode
 from ..records.model import EXEC_TOOL, Abort, Commit, Intent, Record
+from ..records.rows import log_rows
 from ..wal import Wal
 from . import emit_json, handled
-from .inspect import log_rows
 from .options import JSON, RUN, VIEW
 from .terminal import Paint, colour_wanted, paged
 from .timeline import AppendTimes, Timeline, moment, what

@@ -7,8 +7,10 @@ from typing import Any
 
 import click
 
-from .. import claiming, claims, documents
+from .. import documents
+from ..decisions import claiming
 from ..run import Run, StepResult
+from ..together import claims
 from ..wal import Wal
 from . import commands_to_stderr, emit_json, handled
 from .options import CHECK, JSON, RUN, STEP, TIMEOUT, WAIT
@@ -184,7 +186,7 @@ def exec_(run_id: str | None, check: str | None, timeout: float | None, idempote
                                click.get_current_context())
     with commands_to_stderr(as_json):
         if irreversible:
-            from ..approvals import exec_irreversible
+            from ..decisions.approvals import exec_irreversible
 
             result = exec_irreversible(run, list(argv), check=check, step=step, watch=watch,
                                        timeout=timeout, confirm=confirm,

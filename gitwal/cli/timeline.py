@@ -3,7 +3,7 @@
 An intent's line carries its closing (outcome, duration), so a line waits
 for the closing record, and the lines after it wait with it (memory: the
 records since the oldest open intent, normally one or two). Every string
-read from the log is printed through :func:`gitwal.display.safe`: a hostile
+read from the log is printed through :func:`gitwal.base.display.safe`: a hostile
 log cannot drive the terminal.
 
 A record carries no time. The time of a line is the committer date of the
@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterable, Iterator
 
 import pygit2
 
-from ..display import safe
-from ..errors import WalError
+from ..base.display import safe
+from ..base.errors import WalError
 from ..log.store import Store
 from ..records.model import (
     EXEC_TOOL,

@@ -1,11 +1,11 @@
-"""`git wal undo` and `git wal redo` (docs/undo.md): thin over gitwal/undo.py."""
+"""`git wal undo` and `git wal redo` (docs/undo.md): thin over gitwal/decisions/undo.py."""
 
 from __future__ import annotations
 
 import click
 
-from ..display import safe
-from ..undo import Undo, document, redo, undo
+from ..base.display import safe
+from ..decisions.undo import Undo, document, redo, undo
 from ..wal import Wal
 from . import emit_json, handled
 from .options import JSON, RUN

@@ -14,10 +14,10 @@ from pathlib import Path
 import click
 import pygit2
 
-from .. import progress
-from ..errors import EXIT_ERROR
+from ..base import progress
+from ..base.errors import EXIT_ERROR
+from ..base.repository import open_repository
 from ..log.runs import select_runs
-from ..repository import open_repository
 from ..signing.trust import allowed_signers_file
 from ..verify import Options, Report, RunResult, verify
 from . import emit_json, handled

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..durable import (
+from ..base.durable import (
     atomic_write,
     create_new,
     create_new_at,
@@ -39,7 +39,7 @@ from ..durable import (
     unlink_durable,
     write_at,
 )
-from ..errors import WalError
+from ..base.errors import WalError
 
 MAX_BYTES = 1 << 20  # 1 MiB: far above any settings file, far below harm
 

@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..errors import WalError
+from ..base.errors import WalError
 from .files import UnsafeFile
 
 MAX_DEPTH = 64  # levels of arrays and objects (tables): settings need a handful

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from ..durable import atomic_write, makedirs_durable
-from ..errors import WalError
-from ..repository import open_repository
+from ..base.durable import atomic_write, makedirs_durable
+from ..base.errors import WalError
+from ..base.repository import open_repository
 from ..signing.appends import signature_problems
 from .managers import Manager, detect
 

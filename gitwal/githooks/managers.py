@@ -18,8 +18,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..base.errors import WalError
 from ..cloned import File
-from ..errors import WalError
 
 LEFTHOOK_CONFIGS = ("lefthook.yml", "lefthook.yaml", ".lefthook.yml", ".lefthook.yaml",
                     "lefthook.toml", "lefthook.json")

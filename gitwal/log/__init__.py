@@ -9,9 +9,6 @@ keepalive.py      which loose objects an append must carry into its pack
 rewrite.py        compaction: a new chain, the old one archived
 repair.py         cuts a damaged log back to its newest intact append
 locks.py          the run lock; command_locks.py, one lock per shell step
-pathlocks.py      one lock per path: one step of any run writes a path at a time
-claimfold.py      a run's claims folded from its log, cached per head
-others.py         other runs' open file intents on given paths
 runs.py           which runs a repository holds; a run's records across archives
 authorship.py     whose command a record carries (only this clone's run)
 """

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pygit2
 
-from ..errors import CorruptLog
-from ..ids import CommitId, RunId
+from ..base.errors import CorruptLog
+from ..base.ids import CommitId, RunId
 from ..records.codec import decode
 from ..records.model import Record
 

@@ -29,11 +29,11 @@ from typing import TypeVar
 
 import pygit2
 
-from ..durable import create_once, makedirs_durable
-from ..errors import WalError
+from ..base.durable import create_once, makedirs_durable
+from ..base.errors import WalError
+from ..base.repository import common_dir
 from ..records.codec import encode
 from ..records.model import EXEC_TOOL, MACED, Intent, Maced, Record
-from ..repository import common_dir
 
 SECRET_BYTES = 32
 R = TypeVar("R", bound=Record)

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import pygit2
 
-from ..errors import CorruptLog, UnknownRun
-from ..ids import CommitId, RunId
+from ..base.errors import CorruptLog, UnknownRun
+from ..base.ids import CommitId, RunId
 from ..records.codec import decode
 from ..records.model import Abort, Checkpoint, Commit, Intent, Plan, Record, type_name
 from .appends import UNTRUSTED, AppendReader
@@ -76,7 +76,7 @@ class Chain(AppendReader):
         append it names must hold a checkpoint (else :class:`CorruptLog`: a
         segment must start with one), and a checkpoint it fails to name is
         read past, so readers treat a checkpoint met mid-stream as the start
-        of the segment (as :class:`~gitwal.ledger.Fold` does)."""
+        of the segment (as :class:`~gitwal.changes.ledger.Fold` does)."""
         head = self._require_head() if head is None else head
         self.check_named(self._commit(head))
         kept = _SEGMENTS.get((self.repo.path, self.run, head))

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pygit2
 
-from ..durable import fsync_dir
-from ..ids import Lsn, RunId
+from ..base.durable import fsync_dir
+from ..base.ids import Lsn, RunId
 from .locks import lock_dir
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pygit2
 
-from ..errors import WalError
+from ..base.errors import WalError
 from .locks import lock_dir
 from .packwrite import BLOB, MERGE_AT, TREE, RawObject, merge, merge_tier
 

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pygit2
 
-from ..durable import makedirs_durable
-from ..errors import EXIT_LOCK_TIMEOUT, RunBusy
-from ..repository import common_dir
-from ..seconds import seconds
+from ..base.durable import makedirs_durable
+from ..base.errors import EXIT_LOCK_TIMEOUT, RunBusy
+from ..base.repository import common_dir
+from ..base.seconds import seconds
 
 TELL_AFTER = 1.0  # seconds a writer waits for the run lock before saying who holds it
 _POLL_MAX = 0.05  # the longest pause between two tries of a busy lock

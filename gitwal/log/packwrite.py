@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from ..durable import fsync_dir, place
+from ..base.durable import fsync_dir, place
 
 COMMIT, TREE, BLOB = "commit", "tree", "blob"
 _TYPE_CODE = {COMMIT: 1, TREE: 2, BLOB: 3}

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import pygit2
 
-from ..errors import CorruptLog, WalError
-from ..ids import CommitId, Lsn, RunId
+from ..base.errors import CorruptLog, WalError
+from ..base.ids import CommitId, Lsn, RunId
 from .rewrite import ARCHIVE_PREFIX
 from .store import Store
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pygit2
 
-from ..errors import CorruptLog, RunBusy, WalError
-from ..ids import CommitId, Lsn
+from ..base.errors import CorruptLog, RunBusy, WalError
+from ..base.ids import CommitId, Lsn
 from ..records.model import Record
 from .chain import Chain
 from .packwrite import COMMIT, TREE, RawObject, tree_data, write_kept_pack

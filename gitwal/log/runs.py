@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pygit2
 
-from ..errors import CorruptLog, UnknownRun
-from ..ids import RunId, valid_run_id
+from ..base.errors import CorruptLog, UnknownRun
+from ..base.ids import RunId, valid_run_id
+from ..base.repository import wal_dir
 from ..records.codec import encode
 from ..records.model import Record
-from ..repository import wal_dir
 from .rewrite import ARCHIVE_PREFIX
 from .store import Store, list_runs
 

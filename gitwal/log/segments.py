@@ -16,7 +16,7 @@ from typing import Any
 import pygit2
 from pygit2.enums import ObjectType
 
-from ..errors import CorruptLog
+from ..base.errors import CorruptLog
 from ..records.codec import decode, encode
 from ..records.model import Checkpoint, Plan, Record, type_name
 

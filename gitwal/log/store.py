@@ -34,14 +34,14 @@ from typing import Literal
 
 import pygit2
 
-from ..crashpoints import crash_point
-from ..durable import fsync_dir
-from ..errors import RunBusy, WalError
-from ..ids import CommitId, RunId
+from ..base.crashpoints import crash_point
+from ..base.durable import fsync_dir
+from ..base.errors import RunBusy, WalError
+from ..base.ids import CommitId, RunId
+from ..base.repository import common_dir
+from ..base.seconds import seconds
 from ..records.codec import encode
 from ..records.model import Record, Seal, summary
-from ..repository import common_dir
-from ..seconds import seconds
 from .appends import REF_PREFIX
 from .authorship import attach
 from .command_locks import CommandLocks

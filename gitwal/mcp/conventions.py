@@ -33,7 +33,7 @@ from mcp.types import (
 from pydantic import Field, ValidationError
 
 from .. import documents
-from ..errors import EXIT_USAGE, UnknownRun, WalError
+from ..base.errors import EXIT_USAGE, UnknownRun, WalError
 from .host import Host
 from .schemas import output_schema
 

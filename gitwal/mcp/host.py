@@ -29,13 +29,13 @@ from typing import Any
 
 import pygit2
 
-from .. import checkpoint as cp
 from .. import documents
-from ..cli.inspect import log_rows
-from ..errors import StepFailed, ToolRefused, UnknownRun, WalError
-from ..ids import Lsn, RunId, TreeId
-from ..prompt import render
+from ..base.errors import StepFailed, ToolRefused, UnknownRun, WalError
+from ..base.ids import Lsn, RunId, TreeId
+from ..checkpoints import checkpoint as cp
 from ..records.model import Abort, Commit, Intent, Record, calling_agent
+from ..records.rows import log_rows
+from ..recovery.prompt import render
 from ..run import Run, StepResult
 from ..shellwords.guard import refusal as guard_refusal
 from ..shellwords.match import first_match
@@ -243,7 +243,7 @@ class Host:
              dry_run: bool = False, run_id: str | None = None,
              turn: int | None = None) -> Reply:
         def work() -> Reply:
-            from .. import undo as undoing
+            from ..decisions import undo as undoing
 
             wal = self._wal()
             # ``run_id``: another run of this worktree, e.g. an agent session's own

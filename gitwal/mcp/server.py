@@ -19,7 +19,7 @@ import anyio
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from ..version import VERSION
+from ..base.version import VERSION
 from .conventions import GitwalServer
 from .host import Host, Reply, isolate_stderr
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..errors import CorruptLog
+from ..base.errors import CorruptLog
 from .model import FORMAT_VERSION, TYPES, Plan, Record, type_name
 from .validate import build
 

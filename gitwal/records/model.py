@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..ids import UNKNOWN, Lsn, RunId
+from ..base.ids import UNKNOWN, Lsn, RunId
 
 FORMAT_VERSION = 1  # the ``v`` of every record (codec.py)
 REPLAY_SAFE = "safe"
@@ -56,7 +56,7 @@ class Intent:
     # so a log without it keeps its bytes.
     auth: str | None = None
     # Targets whose images the log withholds (untracked secret-looking files,
-    # gitwal/secrets.py): their pre and post ids are hashes only, no append
+    # gitwal/worktree/secrets.py): their pre and post ids are hashes only, no append
     # keeps those blobs, so no reader can restore them. Encoded only when set.
     withheld: tuple[str, ...] = ()
 

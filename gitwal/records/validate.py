@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..ids import ABSENT, UNKNOWN, Lsn, RunId, is_object_id, valid_run_id
+from ..base.ids import ABSENT, UNKNOWN, Lsn, RunId, is_object_id, valid_run_id
 from .model import (
     EXEC_TOOL,
     REPLAY_SAFE,

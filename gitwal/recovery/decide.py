@@ -28,16 +28,20 @@ them), and only in the ways the report states.
 
 from __future__ import annotations
 
-from ..claims import now_s, run_claims
-from ..errors import RunBusy, WalError
-from ..ids import CommitId, Lsn
-from ..ledger import Rules, changes
+from ..base.errors import RunBusy, WalError
+from ..base.ids import CommitId, Lsn
+from ..changes.ledger import Rules, changes
 from ..log.authorship import foreign_command
 from ..log.chain import Chain
 from ..log.store import Ref, Store, list_runs
 from ..records.codec import to_dict
 from ..records.model import EXEC_TOOL, Abort, Approval, Intent, Plan, Record, agent_tag
-from ..report import (
+from ..together.claims import now_s, run_claims
+from ..trust.authority import may_act, waiting
+from ..worktree.tree import Worktree
+from .elsewhere import Elsewhere, appended_at, changed_on, last_commit_time, steps_since
+from .files import FileDecisions
+from .report import (
     APPLIED,
     IN_DOUBT,
     NOT_APPLIED,
@@ -46,10 +50,6 @@ from ..report import (
     Outcome,
     Report,
 )
-from ..trust.authority import may_act, waiting
-from ..worktree.tree import Worktree
-from .elsewhere import Elsewhere, appended_at, changed_on, last_commit_time, steps_since
-from .files import FileDecisions
 from .scan import Scan
 from .shell import ExecDecisions
 

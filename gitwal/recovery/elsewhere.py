@@ -21,16 +21,16 @@ from dataclasses import dataclass
 
 import pygit2
 
-from ..claims import matches
-from ..errors import WalError
-from ..history import Change, changes_of
-from ..ids import CommitId, Lsn, RunId
+from ..base.errors import WalError
+from ..base.ids import CommitId, Lsn, RunId
+from ..changes.history import Change, changes_of
 from ..log.chain import Chain
-from ..log.others import closed_steps, runs_here
 from ..records.model import EXEC_TOOL, Commit, Intent
-from ..report import ChangedElsewhere
-from ..shell_among import OTHERS_ARG
+from ..together.claims import matches
+from ..together.open_intents import closed_steps, runs_here
+from ..together.shell_among import OTHERS_ARG
 from ..trust.authority import may_act
+from .report import ChangedElsewhere
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,11 @@ them in the log before it puts the pre-image back.
 
 from __future__ import annotations
 
-from ..crashpoints import crash_point
-from ..effects import apply_post, missing_images, observed, restore_pre, run_check
+from ..base.crashpoints import crash_point
+from ..changes.effects import apply_post, missing_images, observed, restore_pre, run_check
+from ..changes.tools import RESTORING_TOOLS
 from ..log.store import Ref
 from ..records.model import REPLAY_SAFE, Abort, Commit, Intent, unpredicted
-from ..report import APPLIED, IN_DOUBT, NOT_APPLIED, SUPERSEDED, TORN, Outcome
-from ..tools import RESTORING_TOOLS
 from ..worktree.overwrite import (
     DIRECTORY,
     SPECIAL,
@@ -26,6 +25,7 @@ from ..worktree.overwrite import (
 )
 from .elsewhere import Elsewhere, landed_for
 from .host import DecisionHost
+from .report import APPLIED, IN_DOUBT, NOT_APPLIED, SUPERSEDED, TORN, Outcome
 
 # Whose bytes a target holds (FileDecisions._kind).
 PRE, POST, TORN_POST, FOREIGN = "pre", "post", "torn-post", "foreign"

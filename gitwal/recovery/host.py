@@ -3,12 +3,12 @@ recovery pass that mixes them in (decide.py's :class:`Recovery`)."""
 
 from __future__ import annotations
 
-from ..ids import Lsn
+from ..base.ids import Lsn
 from ..log.store import Ref, Store
 from ..records.model import Approval, Intent, Record
-from ..report import Outcome
 from ..worktree.tree import Worktree
 from .elsewhere import Elsewhere
+from .report import Outcome
 
 
 class DecisionHost:

@@ -1,6 +1,6 @@
 """One pass over a run's segment, oldest first: what recovery needs of it.
 
-The scan holds the open intents, one small :class:`~gitwal.report.Done` per
+The scan holds the open intents, one small :class:`~gitwal.recovery.report.Done` per
 committed step and the ledger fold (one state per path), never the records:
 a 100,000-record run is read in flat memory (docs/performance.md). A
 checkpoint met mid-stream starts the segment over (the chain reader's walk
@@ -12,12 +12,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 
-from ..ids import ABSENT, Lsn
-from ..ledger import COMMITTED, Fold, Ledger
+from ..base.ids import ABSENT, Lsn
+from ..changes.ledger import COMMITTED, Fold, Ledger
 from ..records.model import Abort, Approval, Checkpoint, Commit, Intent, Record, agent_tool
-from ..report import NOT_APPLIED, Decided, Done, Drift, Outcome
 from ..worktree.overwrite import DIRECTORY, found
 from ..worktree.tree import Worktree
+from .report import NOT_APPLIED, Decided, Done, Drift, Outcome
 
 
 class Scan:

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import pygit2
 
-from ..effects import CheckResult, run_check, run_command
-from ..ids import TreeId
+from ..base.ids import TreeId
+from ..changes.effects import CheckResult, run_check, run_command
 from ..log.store import Ref
 from ..records.model import REPLAY_SAFE, Abort, Commit, Intent, agent_tag
-from ..report import APPLIED, AWAITING_APPROVAL, IN_DOUBT, NOT_APPLIED, Outcome
-from ..shell_among import Named, among, left_to_others
+from ..together.shell_among import Named, among, left_to_others
 from ..worktree.overwrite import bring_back_tree, describe, found, restore_plan, restore_tree
 from ..worktree.snapshot import tree_state, watched_paths
 from .host import DecisionHost
+from .report import APPLIED, AWAITING_APPROVAL, IN_DOUBT, NOT_APPLIED, Outcome
 
 
 class ExecDecisions(DecisionHost):

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pygit2
 
-from .. import progress
-from ..errors import RunBusy, WalError
-from ..ids import CommitId, RunId, valid_run_id
+from ..base import progress
+from ..base.errors import RunBusy, WalError
+from ..base.ids import CommitId, RunId, valid_run_id
+from ..base.repository import open_repository
 from ..log.rewrite import ARCHIVE_PREFIX, CHECKPOINT_PREFIX
 from ..log.store import Store
-from ..repository import open_repository
 from .checks import chain_defect, compaction_defect
 from .refs import (
     BARE_OK,

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pygit2
 
-from .. import progress
-from ..display import safe
-from ..errors import WalError
+from ..base import progress
+from ..base.display import safe
+from ..base.errors import WalError
+from ..base.repository import open_repository
 from ..log.rewrite import ARCHIVE_PREFIX
 from ..log.runs import select_runs
-from ..repository import open_repository
 from .refs import (
     BARE_OK,
     LIVE_PREFIX,

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pygit2
 
-from ..errors import NotARepository, WalError
-from ..ids import RunId, valid_run_id
+from ..base.errors import NotARepository, WalError
+from ..base.ids import RunId, valid_run_id
 from ..log.rewrite import ARCHIVE_PREFIX, CHECKPOINT_PREFIX
 from ..log.store import Store
 

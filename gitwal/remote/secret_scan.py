@@ -1,6 +1,6 @@
 """Before a push: does a run's log hold an untracked secret-looking file?
 
-Logs written before snapshots left secrets out (gitwal/secrets.py) may hold
+Logs written before snapshots left secrets out (gitwal/worktree/secrets.py) may hold
 ``.env`` and the like in their snapshot trees or ``unlogged`` records. A
 remote guarded by gitwal's pre-receive hook never lets a log shrink, so once
 pushed such a file cannot be taken back: `git wal push` refuses the run
@@ -22,13 +22,13 @@ from dataclasses import dataclass
 import pygit2
 from pygit2.enums import DeltaStatus, ObjectType
 
-from .. import secrets
-from ..errors import CorruptLog, WalError
-from ..ids import ABSENT, RunId
+from ..base.errors import CorruptLog, WalError
+from ..base.ids import ABSENT, RunId
 from ..log.chain import Chain
 from ..log.rewrite import ARCHIVE_PREFIX
 from ..log.segments import Segment, object_kind, read_segment
 from ..records.model import Abort, Checkpoint, Commit, Intent, Plan, Unlogged
+from ..worktree import secrets
 from ..worktree.snapshot import tree_state
 
 

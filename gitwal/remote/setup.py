@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import WalError
+from ..base.errors import WalError
 from .fetch import fetch
 from .push import push
 from .refs import (

@@ -17,7 +17,7 @@ Refused (the reason is returned; ``None``: nothing of this kind was found):
 
 A program that does these things itself (a script, ``python -c``) is out of
 reach of any reading of the command line: the terminal confirmation of
-``approve``/``resolve`` (decisions.py) is the check that does not depend on
+``approve``/``resolve`` (decisions/resolve.py) is the check that does not depend on
 the spelling.
 """
 

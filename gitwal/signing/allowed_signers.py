@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..durable import atomic_write, create_new, makedirs_durable
+from ..base.durable import atomic_write, create_new, makedirs_durable
 from .errors import BadAllowedSigners, SigningError
 from .sshwire import DEFAULT_NAMESPACE, fingerprint, parse_public_key
 
@@ -268,7 +268,7 @@ def trust_add(file: Path, pubkey: str, name: str) -> bool:
                            "e.g. gitwal@build-host")
     comment = fields[2].strip() if len(fields) == 3 else ""
     line = f"{name} {fields[0]} {fields[1]}" + (f" {comment}" if comment else "") + "\n"
-    # The file is replaced, never written in place (gitwal/durable.py): a crash
+    # The file is replaced, never written in place (gitwal/base/durable.py): a crash
     # leaves the old list or the new one. A symlink at ``file`` is the user's
     # own choice of where the list lives: it is kept, and its target replaced.
     target = Path(os.path.realpath(file))

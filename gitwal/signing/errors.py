@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import WalError
+from ..base.errors import WalError
 from .sshwire import fingerprint
 
 

@@ -16,8 +16,8 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from ..durable import atomic_write, create_new, makedirs_durable
-from ..userconfig import config_dir
+from ..base.durable import atomic_write, create_new, makedirs_durable
+from ..base.userconfig import config_dir
 from .errors import BadKey, KeyExists, SigningError
 from .sshwire import (
     ED25519,
@@ -114,7 +114,7 @@ def generate_key(path: Path, comment: str = "gitwal", overwrite: bool = False) -
         if path.is_dir() and not path.is_symlink():
             raise KeyExists(f"{path} is a directory, not a key file",
                             "name a file path for the key")
-    # Durable writes (gitwal/durable.py): the key is whole and synced before
+    # Durable writes (gitwal/base/durable.py): the key is whole and synced before
     # its name appears, and a crash leaves the old key or the new one.
     makedirs_durable(path.parent, mode=0o700)
     key = SigningKey.generate(comment)

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pygit2
 
-from ..errors import NotARepository
-from ..repository import open_repository
-from ..userconfig import config_dir
+from ..base.errors import NotARepository
+from ..base.repository import open_repository
+from ..base.userconfig import config_dir
 from .allowed_signers import trust_add
 from .errors import KeyExists, SigningError
 from .keys import default_key_path, generate_key, refuse_inside_repository

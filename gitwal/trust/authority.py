@@ -28,8 +28,8 @@ from pathlib import Path
 
 import pygit2
 
-from ..errors import WalError
-from ..ids import CommitId
+from ..base.errors import WalError
+from ..base.ids import CommitId
 from ..log.authorship import written_here
 from ..log.chain import Chain
 from ..records.model import (

@@ -32,18 +32,18 @@ from typing import Any, Protocol
 
 import pygit2
 
-from ..errors import CorruptLog, WalError
-from ..history import log_problems
-from ..ids import RunId
+from ..base.errors import CorruptLog, WalError
+from ..base.ids import RunId
+from ..changes.history import log_problems
 from ..log.rewrite import ARCHIVE_PREFIX
 from ..log.runs import all_runs
 from ..log.segments import Entry, Failure, Segment, merge_segments, read_segment
 from ..log.store import Store
 from ..records.codec import decode
 from ..records.model import Checkpoint, Intent, Plan, Record
-from ..shell_among import check_named
 from ..signing.allowed_signers import AllowedSigner, load_allowed
 from ..signing.appends import signature_failures
+from ..together.shell_among import check_named
 from .branch import branch_failures, logged_states, resolve
 from .checkpoints import checkpoint_failures
 from .replay import (

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable
 import pygit2
 from pygit2.enums import ObjectType, SortMode
 
-from ..ids import ABSENT, TreeId
-from ..ledger import Fold, Ledger, Rules
+from ..base.ids import ABSENT, TreeId
+from ..changes.ledger import Fold, Ledger, Rules
 from ..log.segments import Entry, Failure, object_kind
 from ..records.model import Checkpoint, Plan
 from ..worktree.diskform import CommittedForms
@@ -53,7 +53,7 @@ def _tree_of(repo: pygit2.Repository, commit_id: str) -> TreeId | None:
 def logged_states(repo: pygit2.Repository, history: list[Entry], base: str,
                   into: States | None = None) -> States:
     """Every state the committed steps (and checkpoint-listed unlogged paths) gave a path
-    (the states the ledger's fold sets along the way, gitwal/ledger.py).
+    (the states the ledger's fold sets along the way, gitwal/changes/ledger.py).
 
     A log whose records before a checkpoint were dropped starts with that
     checkpoint: its tree is then the log's word for every path it changed

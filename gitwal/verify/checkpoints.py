@@ -10,8 +10,8 @@ from __future__ import annotations
 import pygit2
 from pygit2.enums import ObjectType
 
-from ..ids import TreeId
-from ..ledger import Fold, Ledger, Rules
+from ..base.ids import TreeId
+from ..changes.ledger import Fold, Ledger, Rules
 from ..log.rewrite import CHECKPOINT_PREFIX
 from ..log.segments import Entry, Failure
 from ..records.model import Checkpoint, Commit, Intent, Plan, Record

@@ -17,10 +17,10 @@ from pathlib import Path
 import pygit2
 from pygit2.enums import ObjectType
 
-from .. import tools
-from ..errors import WalError
-from ..ids import ABSENT, UNKNOWN
-from ..ledger import EXEC, Fold, Ledger, Rules
+from ..base.errors import WalError
+from ..base.ids import ABSENT, UNKNOWN
+from ..changes import tools
+from ..changes.ledger import EXEC, Fold, Ledger, Rules
 from ..log.segments import Entry, Failure, Segment, object_kind
 from ..records.model import (
     AGENT_ARG,
@@ -50,7 +50,7 @@ MAX_PATHS = 20  # per checkpoint: past this, one line says how many more
 class TreeView(Worktree):
     """The part of a Worktree that only diffs trees, for a repository without one.
 
-    The ledger (gitwal/ledger.py) takes a Worktree but uses it only to diff
+    The ledger (gitwal/changes/ledger.py) takes a Worktree but uses it only to diff
     exec snapshots; a bare mirror (CI) has no working tree, and
     ``Worktree.__init__`` refuses it. Nothing here touches files.
     """

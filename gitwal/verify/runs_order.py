@@ -1,7 +1,7 @@
 """The order check of `git wal verify --all`: are the runs' logs one serializable
 history, and does the branch hold what that order leaves (docs/verify.md)?
 
-Every selected run's committed steps are put in one order (gitwal/order.py,
+Every selected run's committed steps are put in one order (gitwal/together/order.py,
 from the runs' common base). Each fork and cycle is a failure of every run
 it names, at the step's LSN. Then the branch tip (``--branch``, else HEAD):
 a step is *on the tip* when a checkpoint of its run covering it is the tip
@@ -20,10 +20,10 @@ from dataclasses import dataclass
 
 import pygit2
 
-from ..ids import Lsn
+from ..base.ids import Lsn
 from ..log.segments import Entry, Failure
-from ..order import Step, common_base, derive, state_in, steps_of
 from ..records.model import Checkpoint, Plan
+from ..together.order import Step, common_base, derive, state_in, steps_of
 from ..worktree.snapshot import tree_state
 from .replay import short
 

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 import pygit2
 from pygit2.enums import ObjectType
 
-from ..ids import TreeId
-from ..ledger import Rules, fold
+from ..base.ids import TreeId
+from ..changes.ledger import Rules, fold
+from ..checkpoints.seal import tree_problems
 from ..log.segments import Append, Entry, Failure, Segment, object_kind
 from ..records.model import Checkpoint, Plan, Seal, type_name
-from ..seal import tree_problems
 from ..signing.commits import commit_signature
 from .replay import MAX_PATHS, TreeView
 

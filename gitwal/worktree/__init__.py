@@ -7,5 +7,6 @@ overwrite.py  the first law: write over a path only if gitwal wrote it
 restore.py    putting a shell step's paths back to their saved state
 reshape.py    an undo's or redo's paths changing kind: the order, the up-front check
 byname.py     fsync by name what others wrote, before a record says it is in place
+secrets.py    which untracked files are secret-looking (kept out of snapshots)
 secretfiles.py  secret-looking files a shell step's snapshots leave out, held in memory
 """

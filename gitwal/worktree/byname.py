@@ -14,7 +14,7 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..durable import open_dir_at
+from ..base.durable import open_dir_at
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,8 @@ from pathlib import Path
 import pygit2
 from pygit2.enums import FileMode
 
-from ..durable import replace_cache
-from ..ids import ABSENT, TreeId
+from ..base.durable import replace_cache
+from ..base.ids import ABSENT, TreeId
 from .byname import fsync_names
 
 Reader = Callable[[str], tuple[bytes | None, int]]

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import pygit2
 
-from ..errors import PathRefused
-from ..ids import ABSENT, UNKNOWN, BlobId, TreeId
+from ..base.errors import PathRefused
+from ..base.ids import ABSENT, UNKNOWN, BlobId, TreeId
 from .restore import restore_paths
 from .tree import MODE_GITLINK, MODE_TREE, Worktree, blob_id
 

@@ -22,9 +22,9 @@ import os
 import stat
 from collections.abc import Collection, Sequence
 
-from ..durable import open_dir_at, rmdir_at
-from ..errors import PathRefused
-from ..ids import ABSENT
+from ..base.durable import open_dir_at, rmdir_at
+from ..base.errors import PathRefused
+from ..base.ids import ABSENT
 from .overwrite import DIRECTORY, found
 from .tree import NoParent, Worktree, lstat_at
 

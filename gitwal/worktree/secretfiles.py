@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import secrets
-from ..durable import atomic_write, makedirs_durable
-from ..errors import WalError
-from ..ids import ABSENT
+from ..base.durable import atomic_write, makedirs_durable
+from ..base.errors import WalError
+from ..base.ids import ABSENT
+from . import secrets
 from .tree import Worktree, blob_id
 
 KEPT_DIR = "kept"

@@ -21,12 +21,13 @@ from pathlib import Path
 
 import pygit2
 
-from .. import progress, secrets
-from ..durable import makedirs_durable, sync_filesystem
-from ..errors import WalError
-from ..ids import ABSENT, TreeId
+from ..base import progress
+from ..base.durable import makedirs_durable, sync_filesystem
+from ..base.errors import WalError
+from ..base.ids import ABSENT, TreeId
+from ..base.repository import common_dir
 from ..records.model import Intent
-from ..repository import common_dir
+from . import secrets
 from .byname import fsync_names
 from .diskform import DiskForm
 
@@ -54,7 +55,7 @@ def _entries(repo: pygit2.Repository, tree_id: str) -> dict[str, tuple[str, bool
     """A tree's entries by name (object id, whether a tree), the last
     :data:`_TREES_KEPT` trees read kept by id (a tree's id is its content, so
     any repository's copy will do). Looking a path up in libgit2 parses each
-    directory on the way again (its object cache is off, gitwal.repository's
+    directory on the way again (its object cache is off, gitwal.base.repository's
     bound_memory): the paths of one shell step that wrote 4,000 files into one
     directory cost O(paths^2) that way, a minute for verify."""
     got = _TREES.get(tree_id)
@@ -90,7 +91,7 @@ class Snapshots:
         a snapshot uses a scratch index of its own, so the paths do not widen
         the run's other snapshots.
 
-        Untracked files that match a secret pattern (gitwal/secrets.py) count
+        Untracked files that match a secret pattern (gitwal/worktree/secrets.py) count
         as ignored: they never enter the tree, nor the object database.
 
         Call only while holding ``run``'s lock. The run's own scratch index

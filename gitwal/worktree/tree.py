@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pygit2
 
-from ..durable import (
+from ..base.durable import (
     TEMP_SUFFIX,
     mkdir_at,
     open_dir_at,
@@ -33,8 +33,8 @@ from ..durable import (
     unlink_at,
     write_at,
 )
-from ..errors import PathRefused, WalError
-from ..ids import ABSENT, BlobId
+from ..base.errors import PathRefused, WalError
+from ..base.ids import ABSENT, BlobId
 from .snapshot import Snapshots
 
 MODE_FILE = 0o100644

@@ -31,7 +31,7 @@ RENAME = Workload(
     agent=r'''
 import sys
 from gitwal import Wal
-from gitwal.errors import UnknownRun
+from gitwal.base.errors import UnknownRun
 from gitwal.records.model import Commit
 
 wal = Wal(sys.argv[1])
@@ -61,7 +61,7 @@ MIXED = Workload(
     agent=r'''
 import sys
 from gitwal import Wal
-from gitwal.errors import UnknownRun
+from gitwal.base.errors import UnknownRun
 from gitwal.records.model import Commit, Intent
 
 SH = "mkdir -p out && printf built > out/b.txt && printf 'y\\n' >> notes.txt"

@@ -6,7 +6,7 @@ session 2 asks for an Edit of the same file: either before the tool ran (a
 ``gate`` hook beside gitwal's ``PreToolUse``, tests/e2e/hook_helpers.py) or
 after it ran, its closing ``PostToolUse`` hook (which Claude Code runs in the
 background) held at the test-only pause point ``before-close``
-(gitwal/crashpoints.py). Session 2's ``PreToolUse`` is refused, and its model is
+(gitwal/base/crashpoints.py). Session 2's ``PreToolUse`` is refused, and its model is
 told which run holds the file. Session 1 is let go and commits; session 2's
 model reads the file again and edits it, which now goes through. Every event is
 ordered by a fifo, a scripted model's reply or a process's exit, never by time.

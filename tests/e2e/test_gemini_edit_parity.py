@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from gitwal.agents.gemini_edit import replace_text
-from gitwal.errors import ToolRefused
+from gitwal.base.errors import ToolRefused
 
 EDIT_START = "// packages/core/src/tools/edit.ts\nvar ENABLE_FUZZY_MATCH_RECOVERY"
 # The tiny stand-ins for what those functions call outside the edit code.

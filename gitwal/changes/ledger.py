@@ -41,12 +41,12 @@ from typing import Literal
 
 import pygit2
 
-from .errors import CorruptLog
-from .ids import Lsn, TreeId
-from .log.appends import UNTRUSTED
-from .records.model import Abort, Checkpoint, Commit, Intent, Plan, Record, Unlogged
-from .worktree.snapshot import tree_state
-from .worktree.tree import Worktree
+from ..base.errors import CorruptLog
+from ..base.ids import Lsn, TreeId
+from ..log.appends import UNTRUSTED
+from ..records.model import Abort, Checkpoint, Commit, Intent, Plan, Record, Unlogged
+from ..worktree.snapshot import tree_state
+from ..worktree.tree import Worktree
 
 Source = Literal["step", "exec", "unlogged", "pre"]
 STEP: Source = "step"  # a committed file step (lsn: its intent)

@@ -38,15 +38,12 @@ from typing import Any
 
 import pygit2
 
-from .claims import claims_on, now_s
-from .errors import WalError
-from .history import changes_of, tree_changes
-from .ids import UNKNOWN, RunId
-from .live_others import left_to_others, others_now
-from .log.chain import Chain
-from .log.others import closed_steps, runs_here
-from .log.segments import Failure
-from .records.model import (
+from ..base.errors import WalError
+from ..base.ids import UNKNOWN, RunId
+from ..changes.history import changes_of, tree_changes
+from ..log.chain import Chain
+from ..log.segments import Failure
+from ..records.model import (
     EXEC_TOOL,
     Abort,
     Claim,
@@ -55,8 +52,11 @@ from .records.model import (
     Record,
     Unlogged,
 )
-from .trust.authority import may_act
-from .worktree.snapshot import tree_state
+from ..trust.authority import may_act
+from ..worktree.snapshot import tree_state
+from .claims import claims_on, now_s
+from .live_others import left_to_others, others_now
+from .open_intents import closed_steps, runs_here
 
 __all__ = ["Named", "OTHERS_ARG", "among", "check_named", "left_by_others", "left_to_others",
            "others_now", "theirs"]

@@ -15,20 +15,20 @@ from functools import partial
 
 import pygit2
 
+from ..base.crashpoints import crash_point
+from ..base.errors import WalError
+from ..base.ids import CommitId, Lsn, TreeId
+from ..changes.effects import run_check
+from ..changes.ledger import COMMITTED, EXPLAINED, Ledger, fold
+from ..log.authorship import attach
+from ..log.rewrite import ARCHIVE_PREFIX, CHECKPOINT_PREFIX
+from ..log.store import Ref, RunSealed
+from ..records.codec import encode
+from ..records.model import Checkpoint, Commit, Intent, Record, Seal
+from ..run import Run
+from ..worktree.snapshot import tree_state
+from ..worktree.tree import Worktree, blob_id
 from .branch_commit import commit_tree
-from .crashpoints import crash_point
-from .effects import run_check
-from .errors import WalError
-from .ids import CommitId, Lsn, TreeId
-from .ledger import COMMITTED, EXPLAINED, Ledger, fold
-from .log.authorship import attach
-from .log.rewrite import ARCHIVE_PREFIX, CHECKPOINT_PREFIX
-from .log.store import Ref, RunSealed
-from .records.codec import encode
-from .records.model import Checkpoint, Commit, Intent, Record, Seal
-from .run import Run
-from .worktree.snapshot import tree_state
-from .worktree.tree import Worktree, blob_id
 
 TRAILERS = ("Wal-Run", "Wal-Lsn")
 

@@ -16,8 +16,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..base.errors import WalError
 from ..cloned import File, load_json, load_toml, text
-from ..errors import WalError
 
 SERVER_NAME = "gitwal"
 

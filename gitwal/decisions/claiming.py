@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .claims import DEFAULT_TTL, Live, check_patterns, marks, now_s, overlaps, run_claims
-from .durable import atomic_write, makedirs_durable
-from .errors import ToolRefused
-from .records.model import Claim
-from .run import Run
-from .seconds import MAX_SECONDS
+from ..base.durable import atomic_write, makedirs_durable
+from ..base.errors import ToolRefused
+from ..base.seconds import MAX_SECONDS
+from ..records.model import Claim
+from ..run import Run
+from ..together.claims import DEFAULT_TTL, Live, check_patterns, marks, now_s, overlaps, run_claims
 
 __all__ = ["claim", "release"]
 

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import pygit2
 
-from .durable import atomic_write, makedirs_durable
-from .errors import WalError
+from ..base.durable import atomic_write, makedirs_durable
+from ..base.errors import WalError
 
 # Private keys, certificates with keys, and the credential files of common
 # tools. Each is a gitignore pattern; without a '/', it matches at any depth.

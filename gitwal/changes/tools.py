@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ToolRefused
+from ..base.errors import ToolRefused
 
 Content = bytes | None  # None: the path does not exist
 MODE_FILE = 0o100644

@@ -12,7 +12,7 @@ Which runs to read: a run writes ``<common git dir>/wal/claims/<run>``
 logs of the runs that ever claimed and no other (a clone's runs only: a
 fetched log's claims bind nobody here, its steps changed another tree); and
 of those, only the appends since the head their cached fold names
-(log/claimfold.py).
+(claimfold.py).
 """
 
 from __future__ import annotations
@@ -26,17 +26,17 @@ from pathlib import Path
 
 import pygit2
 
-from .errors import ToolRefused, WalError
-from .ids import RunId, valid_run_id
-from .log.chain import Chain
-from .log.claimfold import Live, fold_into, held_at
-from .log.locks import tell
-from .log.others import open_step_on
-from .log.pathlocks import Holder, PathBusy, path_locks
-from .records.model import Record
-from .records.validate import path_problem
-from .repository import common_dir, worktree_name
-from .trust.authority import may_act
+from ..base.errors import ToolRefused, WalError
+from ..base.ids import RunId, valid_run_id
+from ..base.repository import common_dir, worktree_name
+from ..log.chain import Chain
+from ..log.locks import tell
+from ..records.model import Record
+from ..records.validate import path_problem
+from ..trust.authority import may_act
+from .claimfold import Live, fold_into, held_at
+from .open_intents import open_step_on
+from .pathlocks import Holder, PathBusy, path_locks
 
 DEFAULT_TTL = 3600  # seconds a claim lasts when no --ttl is given
 
@@ -168,9 +168,9 @@ def keep_off_claims(repo: pygit2.Repository, me: str, paths: Sequence[str],
 def kept_off_others(repo: pygit2.Repository, holder: Holder,
                     paths: Sequence[str]) -> Iterator[None]:
     """Hold ``paths`` against every other run's step while the block runs: their
-    path locks (log/pathlocks.py), taken or refused; then refused (PathBusy,
+    path locks (pathlocks.py), taken or refused; then refused (PathBusy,
     nothing appended) when another run's open agent intent names one of them
-    (log/others.py: an agent's step spans two hooks, so no lock spans it) or
+    (open_intents.py: an agent's step spans two hooks, so no lock spans it) or
     another run claims one. One mechanism for CLI, library and agent steps."""
     with path_locks(repo, paths, holder):
         other = open_step_on(repo, RunId(holder.run), paths, lambda i: may_act(repo, i))

@@ -24,11 +24,11 @@ from pathlib import Path
 
 import pygit2
 
-from ..durable import replace_cache
-from ..ids import CommitId
+from ..base.durable import replace_cache
+from ..base.ids import CommitId
+from ..base.repository import common_dir
+from ..log.chain import Chain
 from ..records.model import Claim, Record, Seal
-from ..repository import common_dir
-from .chain import Chain
 
 
 @dataclass(frozen=True)

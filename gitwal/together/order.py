@@ -27,15 +27,15 @@ from typing import Any
 
 import pygit2
 
-from .errors import UnknownRun
-from .history import Change, changes_of
-from .ids import Lsn, RunId
-from .log.store import Store
-from .records.model import Abort, Commit, Intent, Plan, Record
+from ..base.errors import UnknownRun
+from ..base.ids import Lsn, RunId
+from ..changes.history import Change, changes_of
+from ..log.store import Store
+from ..records.model import Abort, Commit, Intent, Plan, Record
+from ..worktree.overwrite import found
+from ..worktree.snapshot import tree_state
+from ..worktree.tree import Worktree
 from .schedule import schedule
-from .worktree.overwrite import found
-from .worktree.snapshot import tree_state
-from .worktree.tree import Worktree
 
 __all__ = ["Conflict", "Order", "Step", "common_base", "derive", "order", "since", "steps_of"]
 

@@ -36,14 +36,14 @@ from typing import Any
 
 import pygit2
 
-from .display import safe
-from .errors import RunBusy, WalError
-from .ids import ABSENT, Lsn
-from .log.store import Ref
-from .records.model import Abort, Commit, Intent, agent_tag, calling_agent
-from .recovery.scan import Scan
-from .run import Run
-from .worktree.overwrite import DIRECTORY, SPECIAL, found, save
+from ..base.display import safe
+from ..base.errors import RunBusy, WalError
+from ..base.ids import ABSENT, Lsn
+from ..log.store import Ref
+from ..records.model import Abort, Commit, Intent, agent_tag, calling_agent
+from ..recovery.scan import Scan
+from ..run import Run
+from ..worktree.overwrite import DIRECTORY, SPECIAL, found, save
 
 __all__ = ["Decision", "a_person", "decider", "describe", "resolve"]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pygit2
 
-from .ids import TreeId
+from ..base.ids import TreeId
 
 # Runs git in the working tree with extra environment; raises on failure.
 Git = Callable[..., str]

@@ -14,16 +14,16 @@ from dataclasses import dataclass
 
 import pygit2
 
+from ..base.crashpoints import crash_point
+from ..base.errors import PathRefused
+from ..base.ids import ABSENT
+from ..base.seconds import seconds
+from ..log.authorship import ForeignCommand, require
+from ..records.model import Intent
+from ..worktree import reshape
+from ..worktree.overwrite import DIRECTORY, Kept, found, put, torn_prefix
+from ..worktree.tree import Worktree
 from . import tools
-from .crashpoints import crash_point
-from .errors import PathRefused
-from .ids import ABSENT
-from .log.authorship import ForeignCommand, require
-from .records.model import Intent
-from .seconds import seconds
-from .worktree import reshape
-from .worktree.overwrite import DIRECTORY, Kept, found, put, torn_prefix
-from .worktree.tree import Worktree
 
 OUTPUT_TAIL = 4000  # characters of a failed check's output kept in the abort record
 DRAIN_SECONDS = 5  # how long a killed check's output is still read

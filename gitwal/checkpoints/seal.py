@@ -10,21 +10,21 @@ tells a reader that nothing is missing at the end (`git wal verify
   the log explains (``tree``): every path that changed since the base (the
   newest checkpoint's tree, else the base commit's) holds the state a
   committed step, or an ``unlogged`` record, left it in (the ledger,
-  gitwal/ledger.py, with ``unlogged`` records counted).
+  gitwal/changes/ledger.py, with ``unlogged`` records counted).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import WalError
-from .ids import ABSENT, CommitId, Lsn, TreeId
-from .ledger import EXPLAINED, Ledger, fold
-from .log.store import Ref, RunSealed
-from .records.model import Intent, Seal
-from .run import Run
-from .worktree.snapshot import tree_state
-from .worktree.tree import Worktree
+from ..base.errors import WalError
+from ..base.ids import ABSENT, CommitId, Lsn, TreeId
+from ..changes.ledger import EXPLAINED, Ledger, fold
+from ..log.store import Ref, RunSealed
+from ..records.model import Intent, Seal
+from ..run import Run
+from ..worktree.snapshot import tree_state
+from ..worktree.tree import Worktree
 
 __all__ = ["RunSealed", "SealRefused", "SealResult", "seal", "tree_problems"]
 

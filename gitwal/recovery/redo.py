@@ -10,8 +10,8 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from .display import safe
-from .ids import UNKNOWN
+from ..base.display import safe
+from ..base.ids import UNKNOWN
 
 _NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
 

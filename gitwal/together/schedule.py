@@ -1,4 +1,4 @@
-"""The schedule of one order (gitwal/order.py; docs/agents-together.md, "One
+"""The schedule of one order (gitwal/together/order.py; docs/agents-together.md, "One
 order", points 3 and 4): which run's next step comes next, found depth first
 over (positions, path states), then placed one step at a time if the search
 finds no complete schedule.

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 
 import pygit2
 
-from .errors import WalError
-from .ids import ABSENT, Lsn
-from .records.model import EXEC_TOOL, Abort, Checkpoint, Commit, Intent, Record, agent_tag
+from ..base.errors import WalError
+from ..base.ids import ABSENT, Lsn
+from ..records.model import EXEC_TOOL, Abort, Checkpoint, Commit, Intent, Record, agent_tag
 from .tools import post_modes
 
 __all__ = ["Change", "History", "Restore", "changes_of", "log_problems", "redo_restore",

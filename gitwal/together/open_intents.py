@@ -17,13 +17,13 @@ from dataclasses import dataclass
 
 import pygit2
 
-from ..errors import WalError
-from ..ids import CommitId, RunId
+from ..base.errors import WalError
+from ..base.ids import CommitId, RunId
+from ..base.repository import worktree_name
+from ..log.chain import Chain
+from ..log.store import list_runs
 from ..records.model import EXEC_TOOL, Commit, Intent, agent_tag
-from ..repository import worktree_name
-from .chain import Chain
 from .pathlocks import BUSY_HINT, PathBusy, busy_message
-from .store import list_runs
 
 
 @dataclass(frozen=True)

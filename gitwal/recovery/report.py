@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .ids import Lsn
-from .records.model import Checkpoint, Intent, Plan
+from ..base.ids import Lsn
+from ..records.model import Checkpoint, Intent, Plan
 from .redo import redo_command
 
 APPLIED = "applied-missing-commit"

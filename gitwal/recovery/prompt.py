@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .display import safe
-from .ids import ABSENT, UNKNOWN
-from .records.model import agent_tool
+from ..base.display import safe
+from ..base.ids import ABSENT, UNKNOWN
+from ..records.model import agent_tool
 from .redo import quote, redo_command
 
 if TYPE_CHECKING:

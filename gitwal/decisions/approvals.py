@@ -7,7 +7,7 @@ steps").
    (split reversible from irreversible: checkpoint first), unless
    ``allow_uncheckpointed``;
 2. the intent is logged (``args.irreversible``), and the step stops there:
-   :class:`~gitwal.errors.NeedsApproval` (exit 3), nothing run;
+   :class:`~gitwal.base.errors.NeedsApproval` (exit 3), nothing run;
 3. ``git wal approve LSN`` appends an ``approval`` record naming that intent,
    who approved and why (signed like every append when signing is on);
 4. the same command again (or ``git wal recover --redo``) runs the approved
@@ -25,12 +25,12 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
-from .decisions import a_person, describe
-from .errors import NeedsApproval, RunBusy, WalError
-from .ids import CommitId, Lsn
-from .records.model import Approval, Checkpoint, Commit, Intent, Record, agent_tag
-from .run import Run, StepResult
-from .trust.authority import Waiting, require, waiting
+from ..base.errors import NeedsApproval, RunBusy, WalError
+from ..base.ids import CommitId, Lsn
+from ..records.model import Approval, Checkpoint, Commit, Intent, Record, agent_tag
+from ..run import Run, StepResult
+from ..trust.authority import Waiting, require, waiting
+from .resolve import a_person, describe
 
 __all__ = ["approve", "exec_irreversible", "pending", "refuse_unsplit"]
 

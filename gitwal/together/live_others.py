@@ -14,15 +14,15 @@ from collections.abc import Iterable
 
 import pygit2
 
+from ..base.errors import WalError
+from ..base.ids import CommitId, TreeId
+from ..log.chain import Chain
+from ..log.command_locks import command_running
+from ..records.model import EXEC_TOOL, MACED, Approval, Intent, Record, Seal, agent_tag
+from ..trust.authority import may_act
+from ..worktree.tree import Worktree
 from .claims import now_s
-from .errors import WalError
-from .ids import CommitId, TreeId
-from .log.chain import Chain
-from .log.command_locks import command_running
-from .log.others import runs_here
-from .records.model import EXEC_TOOL, MACED, Approval, Intent, Record, Seal, agent_tag
-from .trust.authority import may_act
-from .worktree.tree import Worktree
+from .open_intents import runs_here
 
 __all__ = ["AGENT_CALL_LIMIT", "LIVE_WINDOW", "left_to_others", "others_now"]
 

@@ -23,14 +23,14 @@ from typing import Any
 
 import pygit2
 
-from .errors import ToolRefused, WalError
-from .history import History, redo_restore, turns, undo_restore
-from .ids import ABSENT, Lsn
-from .records.model import agent_tag
-from .run import Run
-from .trust.authority import require_steps
-from .worktree import reshape
-from .worktree.overwrite import DIRECTORY, SPECIAL, bring_back, found
+from ..base.errors import ToolRefused, WalError
+from ..base.ids import ABSENT, Lsn
+from ..changes.history import History, redo_restore, turns, undo_restore
+from ..records.model import agent_tag
+from ..run import Run
+from ..trust.authority import require_steps
+from ..worktree import reshape
+from ..worktree.overwrite import DIRECTORY, SPECIAL, bring_back, found
 
 __all__ = ["Undo", "diff", "document", "plan_redo", "plan_undo", "redo", "undo"]
 

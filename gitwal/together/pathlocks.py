@@ -31,9 +31,9 @@ from pathlib import Path
 
 import pygit2
 
-from ..durable import makedirs_durable
-from ..errors import RunBusy
-from ..repository import common_dir, worktree_name
+from ..base.durable import makedirs_durable
+from ..base.errors import RunBusy
+from ..base.repository import common_dir, worktree_name
 
 
 class PathBusy(RunBusy):

@@ -1,0 +1,7 @@
+"""What a step changes, as pure facts over the log and the tree.
+
+tools.py    end-state tools as pure functions: (pre-images, args) -> post-images
+effects.py  applying, checking and undoing one step's effect on the tree
+history.py  what each committed step changed; which steps are in effect
+ledger.py   what the log says each path should hold now (the one fold)
+"""
