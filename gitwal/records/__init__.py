@@ -3,6 +3,7 @@
 model.py     the frozen dataclasses of every record and their constants
 codec.py     a record to bytes and bytes to a record (the only encoder)
 validate.py  what a decoded record must satisfy before anything trusts it
+rows.py      the rows of `git wal log --json`, each intent with its status
 
 docs/format.md is the normative description of the fields.
 """

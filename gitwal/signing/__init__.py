@@ -1,2 +1,13 @@
 """Signed appends: keys, the SSH signature format, trusted signers, and the
-checks of signed append commits (docs/security.md)."""
+checks of signed append commits (docs/security.md).
+
+sshwire.py          SSH wire encoding and public key blobs
+sshsig.py           SSH signatures (OpenSSH PROTOCOL.sshsig): sign, verify, armor
+keys.py             Ed25519 signing keys in OpenSSH format, mode 0600, outside every repository
+allowed_signers.py  git's allowed-signers file: who is trusted, for what, until when
+trust.py            where keys and trust live; `git wal keygen` and `trust`
+commits.py          signed git commits, as `git commit -S` writes them with gpg.format=ssh
+signer.py           the signer the log layer is handed, its key loaded on first use
+appends.py          signature checks of append commits (verify, server-side hooks)
+errors.py           the failures of keys, trust and signatures
+"""
