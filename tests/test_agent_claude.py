@@ -274,7 +274,7 @@ def test_the_next_pre_waits_for_a_landed_edits_background_post(
         waiting.set()  # the PreToolUse below polls: it is waiting for toolu_1's close
         real_sleep(seconds)
 
-    monkeypatch.setattr(time, "sleep", sleep)  # gitwal.agents.external polls with time.sleep
+    monkeypatch.setattr(time, "sleep", sleep)  # gitwal.agents.appending polls with time.sleep
     second = {"file_path": str(repo / "c.txt"), "content": "c\n"}
     got: list[tuple[int, str, str]] = []
     pre = threading.Thread(target=lambda: got.append(run_in_process(

@@ -22,13 +22,14 @@ Loop safety: a refusal makes the agent go on, and its next stop says so
 keeps changing files would otherwise be news at every stop), then the stop is
 let through with a warning for the user. A failure of gitwal itself never
 refuses a stop (engine.failure: a blocked stop would keep the agent running).
+
+What a refusal of rule 1 or 2 says to the model is done_reasons.py's.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shlex
 import signal
 import subprocess
 from collections.abc import Sequence
@@ -38,19 +39,17 @@ from typing import Any
 
 import pygit2
 
-from ..base.display import safe
 from ..base.durable import atomic_write, makedirs_durable
-from ..base.ids import TreeId
 from ..base.repository import wal_dir
 from ..records.model import Intent, Record, Unlogged, agent_tag
 from ..run import Run
+from .done_reasons import open_reason, unlogged_reason
 from .external import External
 
 LIMIT = 3  # refusals in a row for one reason while the agent continues because of them
 CHAIN = 6  # refusals in a row for any reasons (new unlogged changes at every stop, say)
 CHECK_TIMEOUT = 540.0  # seconds; below the 600 s the turn-end hooks are installed with
 TAIL = 3000  # characters of a failed check's output the model is shown
-SHOWN = 8  # paths named in a reason before "and N more"
 
 
 @dataclass(frozen=True)
@@ -136,7 +135,7 @@ def verdict(run: Run, ext: External, config: DoneConfig, continuing: bool,
     keys: list[str] = []
     open_ = _open_of(records, thread)
     if open_ is not None:
-        reasons.append(_open_reason(run, ext, open_))
+        reasons.append(open_reason(run, ext, open_))
         keys.append(f"open:{open_.lsn}")
         if open_.lsn not in state.told_open:
             state.told_open = [*state.told_open, open_.lsn][-32:]
@@ -146,7 +145,7 @@ def verdict(run: Run, ext: External, config: DoneConfig, continuing: bool,
     if thread is None:
         state.told = max(state.told, records[0].lsn - 1)  # read up to the segment now
     if fresh:
-        reasons.append(_unlogged_reason(run, fresh))
+        reasons.append(unlogged_reason(run, fresh))
         keys.append(f"unlogged:{fresh[-1].lsn}")
         state.told = fresh[-1].lsn
     if not reasons and config.check and thread is None:
@@ -191,39 +190,6 @@ def _open_of(records: Sequence[Record], thread: str | None) -> Intent | None:
     return last if mine == thread else None
 
 
-def _what(intent: Intent) -> str:
-    tag = agent_tag(intent)
-    tool = str(tag.get("tool")) if tag else intent.tool
-    if intent.tool == "exec":
-        argv = intent.args.get("argv", [])
-        return f"{tool}: {safe(str(argv[-1] if argv else ''))[:120]}"
-    return f"{tool} {_names(intent.target)}"
-
-
-def _names(paths: Sequence[str]) -> str:
-    """Paths for a reason, control characters escaped (names come from the tree)."""
-    more = f" and {len(paths) - SHOWN} more" if len(paths) > SHOWN else ""
-    return ", ".join(safe(p) for p in paths[:SHOWN]) + more
-
-
-def _open_reason(run: Run, ext: External, intent: Intent) -> str:
-    head = (f"gitwal: the turn cannot end yet: LSN {intent.lsn} ({_what(intent)}) of run "
-            f"{run.id} is still open.")
-    if intent.tool == "exec":
-        with run.store.locked():
-            snap = run.wt.snapshot(run.id)
-        changed = ext.wt.changed_paths(TreeId(intent.pre[0]), snap)
-        return (f"{head} The command changed {len(changed)} path(s) ({_names(changed)}) and "
-                "nothing says whether it finished. Next: if those changes are what you "
-                "meant, make any tool call (for example run `git status` with your Bash "
-                f"tool): its hook closes LSN {intent.lsn} and records them; if they are not, "
-                f"ask the user to run `git wal recover --run {run.id} --restore` in a "
-                "terminal, which puts those paths back. Then end your turn again.")
-    return (f"{head} Its closing hook never came. Next: check that "
-            f"{_names(list(intent.target))} hold what you meant, then make any tool call: "
-            f"its hook decides LSN {intent.lsn} from the files. Then end your turn again.")
-
-
 # -- rule 2: changes no step explains --------------------------------------------------
 
 
@@ -246,18 +212,6 @@ def _untold(records: Sequence[Record], state: State) -> list[Unlogged]:
             and not (settled and r.noticed.startswith(settled))
             and len(r.theirs) < len(r.paths)]  # other runs' logged steps are not unlogged
 
-
-def _unlogged_reason(run: Run, found: Sequence[Unlogged]) -> str:
-    paths = sorted({p for r in found for p in r.paths} - {t[0] for r in found for t in r.theirs})
-    lsns = ", ".join(str(r.lsn) for r in found)
-    args = " ".join(shlex.quote(safe(p)) for p in paths[:SHOWN])
-    return (f"gitwal: the turn cannot end yet: {len(paths)} path(s) changed with no logged "
-            f"step explaining them ({_names(paths)}), recorded as unlogged at LSN {lsns} of "
-            f"run {run.id}. The change may be the user's, another program's, or yours "
-            f"through a tool gitwal does not see. Next: look at them (`git status --short "
-            f"-- {args}`, `git diff -- {args}`); do not undo a change that is not yours; "
-            "finish any that is yours with your own tools; say in your answer what they "
-            "are. Then end your turn again (you are told about these changes once).")
 
 
 # -- rule 3: the user's check ---------------------------------------------------------

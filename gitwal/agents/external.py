@@ -19,193 +19,45 @@ process (PreToolUse), the agent applies the effect, and a later process
   hook's own record, naming the blobs it found so ``git gc`` keeps them.
 
 ``git wal recover`` treats these intents like any other (docs/recovery.md);
-this module never restores a path: the agent owns its effects.
+this module never restores a path: the agent owns its effects. The run lock
+and the one append per call are appending.py's; the closing hook's work is
+closing.py's.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import Any
 
-import pygit2
-
-from ..base.crashpoints import crash_point
-from ..base.errors import ToolRefused, UnknownRun
-from ..base.ids import ABSENT, UNKNOWN, CommitId, Lsn, TreeId
+from ..base.errors import ToolRefused
+from ..base.ids import ABSENT, UNKNOWN, TreeId
 from ..log.store import Ref, Store
 from ..records.model import (
     AGENT_ARG,
-    MISS,
     REPLAY_SAFE,
     REPLAY_UNSAFE,
-    UNPREDICTED,
-    Abort,
-    Commit,
     Intent,
     Record,
     agent_tag,
-    unpredicted,
 )
-from ..run import Run
 from ..together.claims import kept_off_others
 from ..together.pathlocks import Holder
-from ..together.shell_among import OTHERS_ARG, among, others_now
+from ..together.shell_among import OTHERS_ARG, others_now
 from ..worktree import secrets
 from ..worktree.snapshot import CHECK
 from ..worktree.tree import MODE_TREE, blob_id
-from . import approvals
+from .appending import Pending
 from .call import Call, Outcome
-from .expectation import Expectation, Staged
+from .closing import Closing
 
 Content = bytes | None  # None: the path does not exist
 Compute = Callable[[tuple[Content, ...]], tuple[Content, ...]]
 
-# Seconds between looks at a step whose closing hook is awaited. Short: with
-# background closing hooks the next call usually waits a few milliseconds only.
-POLL = 0.005
 
-
-@dataclass
-class Pending:
-    """The segment as read under the run lock, plus what one call appends
-    (in one append, when the call's work is done)."""
-
-    head: CommitId
-    records: list[Record]
-    pending: list[tuple[Record, list[Ref]]]
-    # Locks a call takes under the run lock and keeps until its append is done.
-    held: ExitStack = field(default_factory=ExitStack)
-
-    @property
-    def next_lsn(self) -> Lsn:
-        return Lsn(self.records[-1].lsn + len(self.pending) + 1)
-
-    def add(self, record: Record, refs: Sequence[Ref] = ()) -> None:
-        self.pending.append((record, list(refs)))
-
-    def extend(self, staged: Iterable[Staged]) -> None:
-        """Add what a look at the tree (expectation.py) asked for, in its order."""
-        for s in staged:
-            self.add(s.record, s.refs)
-
-    def all(self) -> list[Record]:
-        return self.records + [r for r, _ in self.pending]
-
-
-class External:
+class External(Closing):
     """Agent steps on one run: log before the agent's effect, close after it."""
 
-    def __init__(self, run: Run, full_check: bool = True,
-                 async_close: frozenset[str] = frozenset()) -> None:
-        self.run = run
-        self.store = run.store
-        self.wt = run.wt
-        self.repo: pygit2.Repository = run.store.repo
-        self.look = Expectation(run, full_check)
-        # The agent's tools whose closing hook runs in the background (Claude
-        # Code: file tools, `"async": true`): it may come after the next call's.
-        self.async_close = async_close
-
-    # -- the lock and the append --------------------------------------------
-
-    @contextmanager
-    def _state(self) -> Iterator[Pending]:
-        with self.store.locked():
-            # No live holder of the run lock can own a ref lock now.
-            self.store.clear_stale_ref_lock()
-            head = self.store.head()
-            if head is None:
-                raise UnknownRun(f"no log for run {self.run.id}")
-            # The segment at the head we will append to (log/chain.py keeps the
-            # segments it read: a hook server reads only the appends since).
-            state = Pending(head, self.store.segment(head), [])
-            with state.held:
-                yield state
-                if state.pending:
-                    refs = {(r.oid, r.is_tree): r for _, rs in state.pending for r in rs}
-                    self.store.append([r for r, _ in state.pending],
-                                      sorted(refs.values(), key=lambda r: r.oid), head)
-
-    # -- the log's expectation -------------------------------------------------
-
-    def _notice(self, state: Pending, noticed: str, paths: Sequence[str] = (),
-                snapshot: TreeId | None = None) -> None:
-        """Add an ``unlogged`` record of whatever differs from the expectation."""
-        state.extend(self.look.notice(state.all(), noticed, paths, snapshot))
-
-    def _open(self, records: list[Record]) -> Intent | None:
-        last = records[-1]
-        return last if isinstance(last, Intent) else None
-
-    def _make_way(self, state: Pending, call: Call, event: str, wait: float) -> None:
-        """Close an open intent of another call before this call logs its own.
-
-        Calls of one thread run one at a time (an agent runs its writing tools
-        serially), so an open intent of the same thread is over: settle it. An
-        open intent of another thread may still be running: give its closing
-        hook ``wait`` seconds, then settle it.
-        """
-        open_ = self._open(state.records)
-        if open_ is None:
-            return
-        tag = agent_tag(open_)
-        if tag is not None and tag.get("call") == call.call_id:
-            return
-        same_thread = tag is not None and tag.get("thread") == call.thread
-        if wait > 0 and (not same_thread or self.closing_may_come(open_)):
-            raise _WaitFor(open_.lsn)
-        what = "no closing hook came before the next call" if tag else (
-            "left open by an interrupted process")
-        state.extend(self.look.settle(state.all(), open_, what))
-
-    def closing_may_come(self, intent: Intent) -> bool:
-        """Whether the closing hook of an open file step is still to be expected
-        although a later call of its thread has begun: its closing hook runs in
-        the background and the tool did run (a target is no longer as it was).
-        A step whose targets are untouched did not run: nothing will close it."""
-        tag = agent_tag(intent)
-        if tag is None or intent.tool == "exec" or tag.get("tool") not in self.async_close:
-            return False
-        return tuple(self.wt.state(p) for p in intent.target) != intent.pre
-
-    def await_closing(self, wait: float) -> None:
-        """Give an open step's background closing hook up to ``wait`` seconds."""
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            open_ = self._open(self.store.segment())
-            if open_ is None or not self.closing_may_come(open_):
-                return
-            time.sleep(POLL)
-
-    def _locked(self, call: Call, event: str, wait: float,
-                body: Callable[[Pending], Outcome]) -> Outcome:
-        """Run ``body`` under the run lock once no other call's intent is open
-        (waiting at most ``wait`` seconds for another thread's), then append
-        what it added, in one append."""
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                with self._state() as state:
-                    self._make_way(state, call, event,
-                                   max(0.0, deadline - time.monotonic()))
-                    outcome = body(state)
-                return Outcome(tuple(r for r, _ in state.pending), outcome.intent,
-                               outcome.note)
-            except _WaitFor:
-                time.sleep(POLL)  # outside the lock: the closing hook needs it
-
     # -- the hook events -------------------------------------------------------
-
-    def find(self, records: list[Record], call_id: str) -> Intent | None:
-        for rec in reversed(records):
-            if isinstance(rec, Intent):
-                tag = agent_tag(rec)
-                if tag is not None and tag.get("call") == call_id:
-                    return rec
-        return None
 
     def _open_for(self, records: list[Record], call: Call) -> Intent | None:
         """The call's intent if it is the open one (a hook run twice); an agent
@@ -322,96 +174,6 @@ class External:
 
         return self._locked(call, event, wait, body)
 
-    def close(self, call: Call, event: str = "PostToolUse", paths: Sequence[str] = (),
-              error: str | None = None, outcome: str = "tool succeeded") -> Outcome:
-        """Close the call's intent after the agent's effect (``error``: it failed;
-        ``outcome``: how a shell call ended, in the commit's words).
-
-        A call with no open intent (none was durable, or it was settled
-        already) has its ``paths`` (or, for a shell call, the tree) compared
-        with the expectation instead: the difference becomes ``unlogged``.
-        """
-        # Until here the step is in flight for every other run: its intent is the
-        # newest record, its tool has run (a test holds a step here).
-        crash_point("before-close")
-        with self._state() as state:
-            intent = self.find(state.records, call.call_id)
-            open_ = self._open(state.records)
-            is_open = intent is not None and open_ is not None and open_.lsn == intent.lsn
-            if intent is None or not is_open:
-                why = "its intent was closed before the tool finished" if intent else (
-                    "no durable intent")
-                snap = None
-                if not paths:
-                    snap = self.wt.snapshot(self.run.id)
-                self._notice(state, f"{call.who(event)} ({why})", paths, snapshot=snap)
-                pending = tuple(r for r, _ in state.pending)
-                return Outcome(pending, intent)
-            assert intent is not None
-            if intent.args.get("irreversible") is True:
-                # It ran, so the user allowed it in the agent's permission prompt.
-                state.add(approvals.answered(self.run, state.next_lsn, intent))
-            if error is not None:
-                self._close_failed(state, call, event, intent, error)
-            elif intent.tool == "exec":
-                snap = self.wt.snapshot(self.run.id)
-                theirs, claimed = among(self.repo, self.run.id, intent, snap)
-                state.add(Commit(self.run.id, state.next_lsn, intent.lsn, (snap,),
-                                 f"{outcome} ({call.who(event)})", theirs=theirs,
-                                 claimed=claimed),
-                          [Ref(snap, is_tree=True)])
-            else:
-                self._close_file(state, call, event, intent)
-            pending = tuple(r for r, _ in state.pending)
-        return Outcome(pending, intent)
-
-    def _close_file(self, state: Pending, call: Call, event: str, intent: Intent) -> None:
-        assert intent.post is not None
-        observed: list[str] = []
-        refs: list[Ref] = []
-        for path, want in zip(intent.target, intent.post, strict=True):
-            have, rs = self.look.peek(path, want, store=path not in intent.withheld)
-            observed.append(have)
-            refs += rs
-        if tuple(observed) == intent.post:
-            verified = f"hash==post ({call.who(event)})"
-        elif unpredicted(intent):  # every target unknown: nothing to compare with
-            verified = f"{UNPREDICTED}: recorded as observed ({call.who(event)})"
-        else:
-            differ = [p for p, a, b in zip(intent.target, observed, intent.post, strict=True)
-                      if a != b]
-            verified = (f"{MISS}: {', '.join(differ)} differ from the predicted post-image; "
-                        f"recorded as observed ({call.who(event)})")
-        self.wt.settle(intent.target)  # the agent wrote them; it need not have fsynced
-        state.add(Commit(self.run.id, state.next_lsn, intent.lsn, tuple(observed), verified),
-                  refs)
-
-    def _close_failed(self, state: Pending, call: Call, event: str, intent: Intent,
-                      error: str) -> None:
-        reason = f"{call.who(event)}: {error.strip()[-300:] or 'the tool failed'}"
-        if intent.tool == "exec":
-            snap = self.wt.snapshot(self.run.id)
-            theirs, claimed = among(self.repo, self.run.id, intent, snap)
-            skip = {t[0] for t in theirs}
-            changed = [p for p in self.wt.changed_paths(TreeId(intent.pre[0]), snap)
-                       if p not in skip]
-            state.add(Abort(self.run.id, state.next_lsn, intent.lsn,
-                            reason + (f"; {len(changed)} path(s) changed, left as found "
-                                      "and recorded as unlogged" if changed else ""),
-                            theirs=theirs, claimed=claimed),
-                      [Ref(snap, is_tree=True)])
-            if changed:
-                self._notice(state, f"{call.who(event)} (changes of the failed call)",
-                             snapshot=snap)
-            return
-        now = tuple(self.wt.state(p) for p in intent.target)
-        found = ("untouched" if now == intent.pre else "the post-image"
-                 if now == intent.post else "changed, left as found")
-        state.add(Abort(self.run.id, state.next_lsn, intent.lsn, f"{reason}; found {found}"))
-        if now != intent.pre:
-            self._notice(state, f"{call.who(event)} (changes of the failed call)",
-                         intent.target)
-
     def settle(self, event: str, wait: float = 0.0, keep_in_doubt: bool = False) -> Outcome:
         """Close an intent left open, and record what differs (a hook's check-up).
 
@@ -464,15 +226,7 @@ class External:
         return Outcome(pending)
 
 
-class _WaitFor(Exception):
-    """An open intent of another thread may still be running: poll again."""
-
-    def __init__(self, lsn: Lsn) -> None:
-        super().__init__(lsn)
-        self.lsn = lsn
-
-
-__all__ = ["External", "Pending"]
+__all__ = ["External"]
 
 
 def _image(store: Store, data: bytes | None, withheld: bool) -> str:

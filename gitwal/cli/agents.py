@@ -181,12 +181,12 @@ def hook(agent: str, event: str | None) -> None:
 def agent_server(git_dir: str | None, idle: float | None, stop: bool, every: bool,
                  as_json: bool) -> None:
     """The hook server of one repository (the hooks start it; --stop stops it)."""
-    from ..agents import client, server
+    from ..agents import client, server, server_stop
 
     if every and not stop:
         raise UsageError("--all goes with --stop", "`git wal agent-server --stop --all`")
     if stop and every:
-        pids = server.stop_all()
+        pids = server_stop.stop_all()
         if as_json:
             emit_json({"stopped": pids})
         else:
@@ -199,7 +199,7 @@ def agent_server(git_dir: str | None, idle: float | None, stop: bool, every: boo
                              "run it inside the repository, or pass --git-dir")
     if not stop:
         sys.exit(server.serve(gd, idle))
-    pid = server.stop(gd)
+    pid = server_stop.stop(gd)
     if as_json:
         emit_json({"git_dir": os.path.realpath(gd), "stopped": pid})
     else:
