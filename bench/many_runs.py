@@ -130,7 +130,7 @@ def add_others(repo: Path, count: int) -> None:
     own and, newest, an open intent on another: both scans' worst case, as
     neither names a path of the steps measured (in process, set-up only)."""
     from gitwal import Wal
-    from gitwal.agents.engine import run_id_for
+    from gitwal.agents.session import run_id_for
     from gitwal.decisions.claiming import claim
 
     for k in range(count):

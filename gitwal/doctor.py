@@ -87,26 +87,26 @@ def _logs(wal: Wal) -> list[Finding]:
 
 
 def _agents(top: Path) -> list[Finding]:
-    from .agents import install as agents  # only when an agent is looked at
+    from .agents import hook_commands, settings  # only when an agent is looked at
 
     out = []
-    for agent, scopes in agents.SCOPES.items():
+    for agent, scopes in settings.SCOPES.items():
         for scope in scopes:
-            t = agents.target(agent, scope, top)
+            t = settings.target(agent, scope, top)
             name = f"agent {agent} ({scope}: {t.path})"
             try:
-                data, _ = agents.read(t.file, jsonc=agent in agents.JSONC)
+                data, _ = settings.read(t.file, jsonc=agent in settings.JSONC)
             except WalError as e:
                 out.append(Finding(name, False, e.message, e.hint))
                 continue
-            commands = _our_commands(agents, data, agent)
+            commands = _our_commands(hook_commands, data, agent)
             if not commands:
                 continue
             # Only a command this gitwal writes is ever run: a settings file
             # may come with a clone, and doctor runs nothing the local user
             # did not write (docs/security.md).
             known = {str(h.get("command")) for fast in (True, False)
-                     for _event, h in _handlers(agents.install_groups(agent, fast))}
+                     for _event, h in _handlers(hook_commands.install_groups(agent, fast))}
             out.append(_portable(name, agent, scope, commands))
             out.append(_probe(name, agent, top, commands, known))
             out.extend(_trust(name, agent, scope, top))

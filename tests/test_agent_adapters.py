@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gitwal.agents import adapter, claude, client, codex, common, gemini
-from gitwal.agents.engine import Reply
+from gitwal.agents.actions import Reply
 
 AGENTS_DIR = Path(adapter.__file__).parent
 ADAPTERS = {"claude": claude, "codex": codex, "gemini": gemini}

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from gitwal.agents import codex
-from gitwal.agents.engine import Close, FileStep, SessionStart, ShellStep, TurnEnd
+from gitwal.agents.actions import Close, FileStep, SessionStart, ShellStep, TurnEnd
 from gitwal.records.model import calling_agent
 
 from .conftest import git, wal

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from gitwal.agents import gemini
-from gitwal.agents.engine import Close, FileStep, SessionStart, ShellStep, TurnEnd
+from gitwal.agents.actions import Close, FileStep, SessionStart, ShellStep, TurnEnd
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gemini-0.61.0"
 NAMES = ("SessionStart", "PreCompress", "BeforeTool-write_file", "AfterTool-write_file",

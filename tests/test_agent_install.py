@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from gitwal.agents import install as inst
+from gitwal.agents import hook_commands
 
 from .conftest import ok, wal
 
@@ -53,14 +53,14 @@ def test_install_merges_and_is_idempotent(repo: Path) -> None:
     assert first["model"] == "opus" and first["permissions"] == USER_SETTINGS["permissions"]
     assert commands(first, "PreToolUse")[0] == "./block-rm.sh"
     ours = commands(first, "PreToolUse")[1]
-    assert ours == inst.hook_command("claude", blocking=True)
+    assert ours == hook_commands.hook_command("claude", blocking=True)
     assert commands(first, "Notification") == ["notify-send hi"]
     # An event that can refuse a call fails closed without gitwal (exit 2); the
     # others report it without blocking (an exit 2 at Stop would keep the agent going).
-    assert inst.hook_command("claude", blocking=False) != ours
+    assert hook_commands.hook_command("claude", blocking=False) != ours
     for event, blocking in (("PostToolUse", False), ("PostToolUseFailure", False),
                             ("SessionStart", False), ("PreCompact", True), ("Stop", False)):
-        assert inst.hook_command("claude", blocking=blocking) in commands(first, event)
+        assert hook_commands.hook_command("claude", blocking=blocking) in commands(first, event)
     pre = first["hooks"]["PreToolUse"][1]
     assert pre["matcher"] == "Edit|MultiEdit|Write|NotebookEdit|Bash|PowerShell"
     assert "matcher" not in first["hooks"]["SessionStart"][0]
@@ -179,20 +179,21 @@ def test_reinstall_over_an_older_single_group_install_updates_it(repo: Path) -> 
 def test_codex_and_gemini_get_exactly_the_shipped_definitions(
         repo: Path, agent: str, rel: str) -> None:
     shipped = json.loads((ROOT / "hooks" / agent / "hooks.json").read_text())
-    assert handlers(shipped) and {h["command"] for h in handlers(shipped)} == {inst.COMMAND}
+    assert handlers(shipped) and {h["command"] for h in handlers(shipped)} == {
+        hook_commands.COMMAND}
     # The adapter still builds the same entries in code: the two must not drift.
     adapter = importlib.import_module(f"gitwal.agents.{agent}")
-    assert shipped["hooks"] == {e: [g] for e, g in adapter.groups(inst.COMMAND).items()}
+    assert shipped["hooks"] == {e: [g] for e, g in adapter.groups(hook_commands.COMMAND).items()}
 
     out = json.loads(ok(repo, "install", agent, "--json"))
     assert [(c["event"], c["action"]) for c in out["changes"]] == [
         (e, "added") for e in shipped["hooks"]]
     written = json.loads((repo / rel).read_text())
-    assert all(inst.is_ours(h, agent) for h in handlers(written))
+    assert all(hook_commands.is_ours(h, agent) for h in handlers(written))
     for event, groups in shipped["hooks"].items():
         for g in groups:
             for h in g["hooks"]:
-                h["command"] = inst.hook_command(agent, blocking=event in adapter.BLOCKING)
+                h["command"] = hook_commands.hook_command(agent, blocking=event in adapter.BLOCKING)
     assert written == shipped
 
 

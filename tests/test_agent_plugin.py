@@ -11,21 +11,20 @@ from pathlib import Path
 
 import pytest
 
-from gitwal.agents import install as inst
-from gitwal.agents import plugin_client
+from gitwal.agents import hook_commands, plugin_client
 from gitwal.agents.mcp_entry import mcp_json_document
 
 from .test_agent_payloads import claude_run, claude_tool, wal_log
 
 PLUGIN = Path(__file__).resolve().parent.parent / "hooks" / "claude-code"
-COMMAND = inst.plugin_command(blocking=True)  # PreToolUse's
+COMMAND = hook_commands.plugin_command(blocking=True)  # PreToolUse's
 
 
 def test_the_plugin_declares_the_installed_hooks() -> None:
     manifest = json.loads((PLUGIN / ".claude-plugin" / "plugin.json").read_text())
     assert manifest["name"] == "gitwal"
     hooks = json.loads((PLUGIN / "hooks" / "hooks.json").read_text())["hooks"]
-    assert hooks == inst.plugin_groups()
+    assert hooks == hook_commands.plugin_groups()
     assert hooks["PreToolUse"][0]["hooks"][0]["command"] == COMMAND
     # The client is generated from the package's (`python -m gitwal.agents.plugin_client`).
     assert (PLUGIN / "scripts" / "gitwal_client.py").read_text() == plugin_client.generate()
@@ -83,7 +82,7 @@ def test_the_plugin_hook_refuses_a_call_when_python3_is_missing(repo: Path) -> N
                         str(empty))
     assert r.returncode == 2, r.stderr
     assert "python3 failed to run (exit 127), so this call cannot be logged" in r.stderr
-    stop = inst.plugin_command(blocking=False)
+    stop = hook_commands.plugin_command(blocking=False)
     r = run_plugin_hook(repo, {"hook_event_name": "Stop", "session_id": "s", "cwd": str(repo)},
                         str(empty), stop)
     assert r.returncode == 1 and "so this hook call was not logged" in r.stderr

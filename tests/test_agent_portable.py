@@ -17,8 +17,7 @@ from typing import Any
 
 import pytest
 
-from gitwal.agents import install as inst
-from gitwal.agents import launch
+from gitwal.agents import hook_commands, launch
 from gitwal.agents.jsonc import strip_comments
 
 from .conftest import ok, wal
@@ -70,7 +69,7 @@ def test_an_old_absolute_install_is_replaced_and_uninstalled(repo: Path) -> None
     (repo / ".claude").mkdir()
     settings = repo / ".claude" / "settings.json"
     settings.write_text(json.dumps({"model": "opus",
-                                    "hooks": inst.groups("claude", old)}))
+                                    "hooks": hook_commands.groups("claude", old)}))
     out = json.loads(ok(repo, "install", "claude", "--json"))
     assert {c["action"] for c in out["changes"]} == {"updated"}
     assert old not in settings.read_text()
@@ -79,10 +78,10 @@ def test_an_old_absolute_install_is_replaced_and_uninstalled(repo: Path) -> None
 
 
 def test_another_agents_or_the_users_command_is_not_taken_for_ours() -> None:
-    codex = {"type": "command", "command": inst.hook_command("codex")}
-    assert inst.is_ours(codex, "codex") and not inst.is_ours(codex, "claude")
+    codex = {"type": "command", "command": hook_commands.hook_command("codex")}
+    assert hook_commands.is_ours(codex, "codex") and not hook_commands.is_ours(codex, "claude")
     mine = {"type": "command", "command": "sh -c 'git-wal-hook claude | tee log'"}
-    assert not inst.is_ours(mine, "claude")
+    assert not hook_commands.is_ours(mine, "claude")
 
 
 GEMINI_WITH_COMMENTS = """{
@@ -107,7 +106,7 @@ def test_gemini_settings_keep_their_comments_through_install_and_uninstall(repo:
     data = json.loads(strip_comments(text)[0])
     assert data["model"] == {"name": "gemini-2.5-pro"}
     assert data["docs"] == "https://example.com/a//b /* not a comment */"
-    assert all(inst.is_ours(h, "gemini") for h in handlers(data))
+    assert all(hook_commands.is_ours(h, "gemini") for h in handlers(data))
     assert data["mcpServers"] == {"gitwal": {"command": "git-wal", "args": ["mcp"]}}
     again = wal(repo, "install", "gemini", "--mcp")
     assert again.returncode == 0 and path.read_text() == text
@@ -290,7 +289,7 @@ def test_every_shell_an_agent_uses_reads_the_command_alike(repo: Path, shell: st
         if not (bare / name).exists():
             (bare / name).symlink_to(shutil.which(name) or name)
     for blocking, code in ((True, 2), (False, 1)):
-        command = inst.hook_command("codex", blocking=blocking)
+        command = hook_commands.hook_command("codex", blocking=blocking)
         r = subprocess.run([found, "-c", command], cwd=repo, input="{}", text=True,
                            capture_output=True, env={**os.environ, "PATH": str(bare)})
         assert r.returncode == code, r.stderr

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from .actions import Action, Reply
 from .call import Call
-from .engine import Action, Reply
 
 # What `git wal install AGENT` merges into the agent's settings: event -> one
 # matcher group, or a list of them (agents/install.py).

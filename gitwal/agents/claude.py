@@ -23,8 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import common, edits
-from .call import Call
-from .engine import (
+from .actions import (
     Action,
     Close,
     Compute,
@@ -36,6 +35,7 @@ from .engine import (
     TurnEnd,
     TurnStart,
 )
+from .call import Call
 
 AGENT = "claude-code"
 PREFIX = "claude"

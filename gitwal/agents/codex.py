@@ -29,8 +29,7 @@ from typing import Any
 
 from ..base.errors import WalError
 from . import apply_patch, common
-from .call import Call
-from .engine import (
+from .actions import (
     Action,
     Close,
     Compute,
@@ -41,6 +40,7 @@ from .engine import (
     ShellStep,
     TurnEnd,
 )
+from .call import Call
 
 AGENT = "codex"
 PREFIX = "codex"

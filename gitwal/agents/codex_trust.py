@@ -17,7 +17,7 @@ only when both hold (docs/agents.md, Codex CLI):
 
 So one trust entry holds as long as gitwal's command, matcher, timeout and
 position stay the same: the command names no path of the machine
-(install.hook_command), so reinstalling or upgrading gitwal keeps it.
+(hook_commands.hook_command), so reinstalling or upgrading gitwal keeps it.
 :func:`trust` writes exactly the entries ``/hooks`` would write when the user
 trusts gitwal's hooks there, and nothing else (never a project's trust, never
 another hook's); the file keeps its comments and layout (tomlkit).
@@ -51,7 +51,7 @@ class HookEntry:
     key: str
     event: str
     current_hash: str
-    ours: bool  # gitwal's handler (install.is_ours)
+    ours: bool  # gitwal's handler (hook_commands.is_ours)
 
 
 def config_path() -> Path:
@@ -85,7 +85,7 @@ def hook_hash(event: str, matcher: str | None, handler: Mapping[str, Any]) -> st
 def hook_entries(hooks_json: Path, data: Mapping[str, Any]) -> list[HookEntry]:
     """Every command handler of ``data`` (the parsed ``hooks_json``), keyed as Codex
     keys them (by the file's absolute path and each handler's position)."""
-    from .install import is_ours
+    from .hook_commands import is_ours
 
     # Codex names the file by its resolved path: it finds a project's from its
     # working directory (which the kernel reports resolved) and canonicalizes
@@ -243,11 +243,11 @@ def checks(hooks_json: Path, data: Mapping[str, Any], scope: str, top: Path) -> 
 
 def doctor_checks(scope: str, top: Path) -> list[Check]:
     """:func:`checks` for the hooks file of ``scope`` (``git wal doctor``)."""
-    from . import install
+    from . import settings
 
-    t = install.target("codex", scope, top)
+    t = settings.target("codex", scope, top)
     try:
-        data = install.load(t.file)
+        data = settings.load(t.file)
     except WalError as e:
         return [Check("hook trust", False, e.message, e.hint)]
     return checks(t.path, data, scope, top)

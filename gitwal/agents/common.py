@@ -1,8 +1,8 @@
 """What the agent adapters share: naming a call from its payload, and the reply
 protocol Claude Code defined and Codex and Gemini CLI follow.
 
-An adapter (claude.py, codex.py, gemini.py) imports this module, the engine's
-actions and the call vocabulary, never another adapter.
+An adapter (claude.py, codex.py, gemini.py) imports this module, the actions
+(actions.py) and the call vocabulary, never another adapter.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from .actions import Reply
 from .call import Call
-from .engine import Reply
 
 
 def call_id(payload: Mapping[str, Any]) -> str:

@@ -1,9 +1,9 @@
 """What every agent's hooks do, whatever the agent: the policy layer.
 
 An adapter (claude.py, codex.py, gemini.py) turns a payload into one
-:class:`Action`; :func:`perform` carries it out against the run of the
-agent's session and returns a :class:`Reply`, which the adapter renders in
-its agent's protocol (exit codes, JSON).
+:class:`Action` (actions.py); :func:`perform` carries it out against the run
+of the agent's session (session.py) and returns a :class:`Reply`, which the
+adapter renders in its agent's protocol (exit codes, JSON).
 
 Policy (docs/agents.md):
 
@@ -18,216 +18,33 @@ Policy (docs/agents.md):
 
 from __future__ import annotations
 
-import hashlib
-import os
-import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import replace
 
 import pygit2
 
-from ..base.errors import NotARepository, PathRefused, RunBusy, UnknownRun, WalError
-from ..base.ids import RunId, valid_run_id
-from ..base.repository import wal_dir
+from ..base.errors import RunBusy, UnknownRun, WalError
+from ..base.ids import RunId
 from ..checkpoints import checkpoint as cp
 from ..records.model import Checkpoint, Commit, Intent, Record, Unlogged, agent_tag
 from ..run import Run
 from ..together.pathlocks import PathBusy
 from ..wal import Wal
 from . import approvals, done, refusals, turns
-from .call import Call, Outcome
+from .actions import (
+    Action,
+    Close,
+    FileStep,
+    Ignore,
+    PreCompact,
+    Reply,
+    SessionStart,
+    ShellStep,
+    TurnStart,
+)
 from .config import Config
 from .context import resume_context
 from .external import External
-
-Content = bytes | None
-Compute = Callable[[tuple[Content, ...]], tuple[Content, ...]]
-
-
-
-# -- actions (what an adapter asks for) ------------------------------------------
-
-
-@dataclass(frozen=True)
-class FileStep:
-    """A call that sets files to contents computable now (Edit, Write, a patch)."""
-
-    call: Call
-    paths: tuple[str, ...]  # absolute or relative to cwd, as the agent gave them
-    compute: Callable[[Sequence[str]], Compute]  # tree-relative paths -> compute
-
-
-@dataclass(frozen=True)
-class ShellStep:
-    """A call whose effect is unknown in advance (Bash)."""
-
-    call: Call
-    command: str
-    directory: str | None = None  # where it runs, when not the agent's cwd (Gemini's dir_path)
-
-
-@dataclass(frozen=True)
-class Close:
-    """The call is over: ``error`` is None when it succeeded.
-
-    ``outcome`` words a shell call's end from what the payload carries: "exit
-    code 3" where the agent reports the status, "finished" where it does not
-    (a shell step that ran is committed either way: its effects happened).
-    """
-
-    call: Call
-    paths: tuple[str, ...] = ()  # the files it targeted (absolute); () for a shell call
-    error: str | None = None
-    outcome: str = "tool succeeded"
-
-
-@dataclass(frozen=True)
-class SessionStart:
-    source: str  # startup | resume | clear | compact | fork
-
-
-@dataclass(frozen=True)
-class PreCompact:
-    trigger: str  # manual | auto
-
-
-@dataclass(frozen=True)
-class TurnEnd:
-    """The agent finished a turn (Stop): settle and check the tree.
-
-    ``whole_tree`` False: a point between two model requests (Gemini's
-    PreCompress), where the tree is compared as at a tool call
-    (``wal.agent.treeCheck``), not walked whatever its size. ``gate``: the
-    agent lets this hook refuse the stop, so the turn ends only with proof
-    (done.py); ``continuing``: it goes on because a stop hook refused its last
-    stop (``stop_hook_active``); ``thread``: the subagent stopping."""
-
-    whole_tree: bool = True
-    gate: bool = False
-    continuing: bool = False
-    thread: str | None = None
-
-
-@dataclass(frozen=True)
-class TurnStart:
-    """The user submitted a prompt (Claude Code UserPromptSubmit): a new turn."""
-
-
-@dataclass(frozen=True)
-class Ignore:
-    why: str = ""
-
-
-Action = (FileStep | ShellStep | Close | SessionStart | PreCompact | TurnStart | TurnEnd
-          | Ignore)
-
-
-@dataclass(frozen=True)
-class Reply:
-    block: str | None = None  # refuse the call / the compaction, with this reason
-    context: str | None = None  # text for the model
-    warning: str | None = None  # text for the user
-    error: str | None = None  # a failure that blocks nothing (the agent goes on)
-    ask: str | None = None  # let the user allow or deny the call, with this reason
-    outcome: Outcome | None = field(default=None, compare=False)
-
-
-# -- run identity -------------------------------------------------------------------
-
-
-def run_id_for(prefix: str, session_id: str) -> RunId:
-    """The run of an agent session: ``<prefix>-<session id>`` (hashed if unsafe)."""
-    rid = RunId(f"{prefix}-{session_id}")
-    if session_id and re.fullmatch(r"[0-9A-Za-z._-]{1,90}", session_id) and valid_run_id(rid):
-        return rid
-    digest = hashlib.sha1(session_id.encode("utf-8", "replace")).hexdigest()[:32]
-    return RunId(f"{prefix}-{digest}")
-
-
-@dataclass
-class Session:
-    """The repository, configuration and run of one hook call."""
-
-    wal: Wal
-    config: Config
-    run_id: RunId
-    agent: str
-    cwd: Path
-    served: bool = False  # by the hook server, which checks the whole tree after each call
-    async_close: frozenset[str] = frozenset()  # tools whose closing hook is `async`
-
-    @classmethod
-    def open(cls, cwd: str | None, agent: str, prefix: str, session_id: str,
-             served: bool = False, async_close: frozenset[str] = frozenset()
-             ) -> Session | None:
-        """None when ``cwd`` is not in a git working tree (nothing to log)."""
-        where = Path(cwd) if cwd and Path(cwd).is_dir() else Path.cwd()
-        try:
-            wal = Wal(where)
-        except (NotARepository, WalError):
-            return None
-        return cls(wal, Config.of(wal.repo), run_id_for(prefix, session_id), agent, where,
-                   served, async_close)
-
-    def exists(self) -> bool:
-        try:
-            self.wal.run(self.run_id, read_only=True)
-        except UnknownRun:
-            return False
-        return True
-
-    def run(self) -> Run:
-        """The session's run, begun on first use (its plan names the session)."""
-        try:
-            return self.wal.run(self.run_id)
-        except UnknownRun:
-            pass
-        try:
-            return self.wal.begin(task=f"{self.agent} session {self.run_id}",
-                                  run_id=self.run_id)
-        except WalError:
-            if self.exists():  # another hook of the session began it first
-                return self.wal.run(self.run_id)
-            raise
-
-    def external(self, run: Run, shell: bool = False) -> External:
-        mode = self.config.tree_check
-        full = mode == "always" or shell
-        if mode == "auto" and not full and not self.served:
-            index = wal_dir(self.wal.repo) / "index" / run.id
-            n = index_entries(str(index))
-            if n is None:
-                n = index_entries(str(Path(self.wal.repo.path) / "index"))
-            full = n is not None and n <= self.config.tree_check_limit
-        return External(run, full_check=full, async_close=self.async_close)
-
-    def tree_dir(self, directory: str | None = None) -> str | None:
-        """The agent's working directory (or ``directory``, relative to it) relative
-        to the top of the tree ("" at it); None outside the tree."""
-        real = Path(os.path.realpath(self.cwd / directory if directory else self.cwd))
-        root = self.wal.wt.root
-        if real == root:
-            return ""
-        return real.relative_to(root).as_posix() if root in real.parents else None
-
-    def tree_path(self, path: str) -> str | None:
-        """``path`` relative to the top of the tree, or None when it is not ours."""
-        p = Path(path)
-        if not p.is_absolute():
-            p = self.cwd / p
-        real = Path(os.path.realpath(p))
-        root = self.wal.wt.root
-        if real != root and root not in real.parents:
-            return None
-        rel = real.relative_to(root).as_posix()
-        try:
-            return self.wal.wt.confine(rel)
-        except PathRefused:
-            return None
-
-
-# -- performing an action -------------------------------------------------------------
+from .session import Session
 
 
 def perform(session: Session, action: Action, event: str) -> Reply:
@@ -423,18 +240,3 @@ def _open_intent_block(run: Run, intent: Intent) -> str:
                 "back to its pre-image)")
     return (f"gitwal: intent LSN {intent.lsn} ({what}) of run {run.id} is open, so "
             f"compacting could lose the only account of it. {step}; then compact again.")
-
-
-INDEX_HEADER = 12  # bytes: "DIRC", version, entry count (git's index format)
-
-
-def index_entries(path: str) -> int | None:
-    """How many entries a git index file holds (its header), or None."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(INDEX_HEADER)
-    except OSError:
-        return None
-    if len(head) < INDEX_HEADER or head[:4] != b"DIRC":
-        return None
-    return int.from_bytes(head[8:12], "big")

@@ -37,8 +37,7 @@ from typing import Any
 
 from ..base.errors import ToolRefused
 from . import common, gemini_compress, gemini_edit, gemini_trust
-from .call import Call
-from .engine import (
+from .actions import (
     Action,
     Close,
     Compute,
@@ -50,6 +49,7 @@ from .engine import (
     TurnEnd,
     TurnStart,
 )
+from .call import Call
 
 AGENT = "gemini-cli"
 PREFIX = "gemini"

@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .actions import Reply
 from .adapter import AGENTS, Adapter, adapter
-from .engine import Reply, Session, perform
+from .engine import perform
 from .external import External
+from .session import Session
 
 __all__ = ["AGENTS", "Adapter", "adapter", "can_refuse", "check_after", "run_hook"]
 

@@ -2,7 +2,7 @@
 launch cache that makes it as fast as an absolute path.
 
 The settings `git wal install` writes name no path of this machine: the hook
-command (install.py) looks ``git-wal-hook`` up on PATH, so the same committed
+command (hook_commands.py) looks ``git-wal-hook`` up on PATH, so the same committed
 file works for every teammate, in any virtual environment, after any Python
 upgrade. ``git-wal-hook`` is a console script: an interpreter start with
 ``site`` plus the imports of the script pip writes, about 15 ms more than the

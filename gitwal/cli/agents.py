@@ -10,7 +10,9 @@ from pathlib import Path
 import click
 
 from ..agents import install as inst
+from ..agents import settings
 from ..agents.hook import AGENTS, adapter, run_hook
+from ..agents.hook_commands import install_groups, missing_launcher
 from ..base.errors import EXIT_USAGE, NotARepository, WalError
 from ..cloned import File
 from ..wal import Wal
@@ -22,12 +24,12 @@ SCOPE = click.option("--scope", default="project", show_default=True,
                      help="Which settings file: project, local (Claude Code) or user.")
 
 
-def _target(agent: str, scope: str) -> inst.Target:
+def _target(agent: str, scope: str) -> settings.Target:
     top = Wal(".").wt.root if scope != "user" else Path.home()
-    return inst.target(agent, scope, top)
+    return settings.target(agent, scope, top)
 
 
-def _show(t: inst.Target, changes: list[inst.Change], as_json: bool) -> None:
+def _show(t: settings.Target, changes: list[inst.Change], as_json: bool) -> None:
     if as_json:
         emit_json({"agent": t.agent, "scope": t.scope, "path": str(t.path),
                    "changes": [{"event": c.event, "action": c.action} for c in changes]})
@@ -87,7 +89,7 @@ def install_(agent: str, scope: str, in_process: bool, with_mcp: bool, trust: bo
     mcp_file = _mcp_file(agent, scope) if with_mcp else None
     t = _target(agent, scope)
     notes: list[str] = []
-    changes = inst.install(t, inst.install_groups(agent, fast=not in_process), notes,
+    changes = inst.install(t, install_groups(agent, fast=not in_process), notes,
                            mcp=with_mcp and mcp_file is None)
     if mcp_file is not None:
         from ..agents.mcp_entry import merge_codex_toml, merge_mcp_json
@@ -97,7 +99,7 @@ def install_(agent: str, scope: str, in_process: bool, with_mcp: bool, trust: bo
                                    "added" if added else "unchanged"))
     trusted = _trust_codex(t, changes) if trust else None
     _show(t, changes, as_json)
-    missing = inst.missing_launcher(fast=not in_process)
+    missing = missing_launcher(fast=not in_process)
     for note in notes + ([missing] if missing else []):
         click.echo(f"warning: {note}", err=True)
     if not as_json:
@@ -107,12 +109,12 @@ def install_(agent: str, scope: str, in_process: bool, with_mcp: bool, trust: bo
             click.echo(step)
 
 
-def _trust_codex(t: inst.Target, changes: list[inst.Change]) -> str:
+def _trust_codex(t: settings.Target, changes: list[inst.Change]) -> str:
     """Store the trust of gitwal's entries of ``t`` in Codex's config.toml (a change
     named "config.toml hook trust"); one line for people."""
     from ..agents import codex_trust
 
-    entries = codex_trust.hook_entries(t.path, inst.load(t.file))
+    entries = codex_trust.hook_entries(t.path, settings.load(t.file))
     changed = codex_trust.trust(entries)
     ours = sum(e.ours for e in entries)
     where = codex_trust.config_path()

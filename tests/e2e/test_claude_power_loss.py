@@ -316,7 +316,7 @@ def power_loss(tmp_path: Path, claude_bin: Path, runtime: Path, case: Case) -> S
     require_fuse()
     env = sealed_env(tmp_path / "home")
     sid, tag = str(uuid.uuid4()), uuid.uuid4().hex
-    run_id = f"claude-{sid}"  # gitwal's run of the session (agents/engine.py run_id_for)
+    run_id = f"claude-{sid}"  # gitwal's run of the session (agents/session.py run_id_for)
     t0 = time.monotonic()
     with mounted(tmp_path / "backing", tmp_path / "mnt") as fs:
         repo = fs.mount / "repo"
