@@ -87,11 +87,15 @@ lint: $(STAMP)
 # Debian packages the suite uses: strace (crash-state checker), ssh-keygen
 # (signature interop tests), fuse3 (libfuse3 and fusermount3 for the power-loss
 # tests' FUSE file system), git-lfs (the Git LFS tests of line-ending and
-# filter conversion, tests/test_line_endings.py). Installed only when missing.
+# filter conversion, tests/test_line_endings.py), lighttpd (the web server in
+# front of git's smart HTTP, `git http-backend`, for the remote tests:
+# tests/gitservers.py). Installed only when missing.
 tools:
 	@command -v strace >/dev/null && command -v ssh-keygen >/dev/null && \
-		command -v fusermount3 >/dev/null && command -v git-lfs >/dev/null || \
-		(apt-get update -qq && apt-get install -y -qq strace openssh-client fuse3 git-lfs)
+		command -v fusermount3 >/dev/null && command -v git-lfs >/dev/null && \
+		command -v lighttpd >/dev/null || \
+		(apt-get update -qq && apt-get install -y -qq strace openssh-client fuse3 git-lfs \
+			lighttpd)
 
 # The pinned agent CLIs (Claude Code, Codex, Gemini CLI) for tests/e2e
 # (docs/e2e.md), under .cache/; without npm the end-to-end tests skip, saying why.

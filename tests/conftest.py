@@ -11,12 +11,15 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import pygit2
 import pytest
 from pygit2.enums import ConfigLevel
 
 from gitwal.records.model import AGENT_ENV
+
+from .gitservers import GitDaemon, GitServer, HttpGitServer, ServerError
 
 GIT_WAL = str(Path(sys.executable).parent / "git-wal")
 TESTS = Path(__file__).resolve().parent
@@ -248,3 +251,44 @@ def loose_object(repo: Path, oid: str) -> Path:
             pack.with_suffix(suffix).unlink(missing_ok=True)
         subprocess.run(["git", "unpack-objects", "-q"], cwd=repo, input=data, check=True)
     return repo / ".git" / "objects" / oid[:2] / oid[2:]
+
+
+# -- real git servers on 127.0.0.1 (tests/gitservers.py) -----------------------------
+
+S = TypeVar("S", bound=GitServer)
+
+
+@contextmanager
+def serving(server: S) -> Iterator[S]:
+    """``server`` started, stopped (with every process it started) at the end.
+    A missing program fails the test, naming `make tools`: never a skip."""
+    try:
+        server.start()
+    except ServerError as e:
+        pytest.fail(str(e), pytrace=False)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def http_git_server(tmp_path: Path) -> Iterator[HttpGitServer]:
+    """git's smart HTTP (`git http-backend` behind lighttpd), started for this test."""
+    with serving(HttpGitServer(tmp_path / "http-git-server")) as server:
+        yield server
+
+
+@pytest.fixture
+def git_daemon(tmp_path: Path) -> Iterator[GitDaemon]:
+    """A `git daemon` (git://, receive-pack enabled), started for this test."""
+    with serving(GitDaemon(tmp_path / "git-daemon")) as server:
+        yield server
+
+
+@pytest.fixture(params=["http", "daemon"])
+def git_server(request: pytest.FixtureRequest) -> GitServer:
+    """Each real server in turn: smart HTTP, then git://."""
+    name = "http_git_server" if request.param == "http" else "git_daemon"
+    server: GitServer = request.getfixturevalue(name)
+    return server
