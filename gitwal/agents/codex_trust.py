@@ -35,7 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from ..base.errors import WalError
+from . import settings
 from .config import codex_home
+from .hook_commands import is_ours
 
 DEFAULT_TIMEOUT = 600  # seconds: what Codex assumes for a handler without one
 
@@ -85,8 +87,6 @@ def hook_hash(event: str, matcher: str | None, handler: Mapping[str, Any]) -> st
 def hook_entries(hooks_json: Path, data: Mapping[str, Any]) -> list[HookEntry]:
     """Every command handler of ``data`` (the parsed ``hooks_json``), keyed as Codex
     keys them (by the file's absolute path and each handler's position)."""
-    from .hook_commands import is_ours
-
     # Codex names the file by its resolved path: it finds a project's from its
     # working directory (which the kernel reports resolved) and canonicalizes
     # CODEX_HOME.
@@ -243,8 +243,6 @@ def checks(hooks_json: Path, data: Mapping[str, Any], scope: str, top: Path) -> 
 
 def doctor_checks(scope: str, top: Path) -> list[Check]:
     """:func:`checks` for the hooks file of ``scope`` (``git wal doctor``)."""
-    from . import settings
-
     t = settings.target("codex", scope, top)
     try:
         data = settings.load(t.file)
