@@ -20,8 +20,10 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from ..base.version import VERSION
+from .capture import isolate_stderr
 from .conventions import GitwalServer
-from .host import Host, Reply, isolate_stderr
+from .host import Host
+from .replies import Reply
 
 INSTRUCTIONS = """\
 gitwal's tools change files in this git repository through a write-ahead log kept in git \
