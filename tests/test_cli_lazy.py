@@ -44,7 +44,8 @@ def probe(repo: Path, tmp_path: Path, *args: str, input: str = ""
 
 def loaded_commands(modules: set[str]) -> set[str]:
     return {m for m in modules if m.startswith("gitwal.cli.")} - {
-        "gitwal.cli.lazy", "gitwal.cli.options", "gitwal.cli.examples"}  # no imports of theirs
+        "gitwal.cli.lazy", "gitwal.cli.options", "gitwal.cli.examples",  # no imports of theirs
+        "gitwal.cli.failures", "gitwal.cli.stdout"}  # what every command shares
 
 
 @pytest.mark.parametrize(("args", "module"), [

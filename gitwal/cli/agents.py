@@ -16,8 +16,9 @@ from ..agents.hook_commands import install_groups, missing_launcher
 from ..base.errors import EXIT_USAGE, NotARepository, WalError
 from ..cloned import File
 from ..wal import Wal
-from . import emit_json, handled
+from .failures import handled
 from .options import JSON
+from .stdout import emit_json
 
 AGENT = click.argument("agent", type=click.Choice(AGENTS))
 SCOPE = click.option("--scope", default="project", show_default=True,

@@ -9,8 +9,9 @@ import click
 from ..base.errors import EXIT_IN_DOUBT, UnknownRun
 from ..checkpoints import checkpoint as cp
 from ..wal import Wal
-from . import commands_to_stderr, emit_json, handled
+from .failures import handled
 from .options import CHECK, JSON, RUN, WAIT
+from .stdout import commands_to_stderr, emit_json
 
 
 def _result(r: cp.CheckpointResult) -> dict[str, object]:

@@ -11,8 +11,9 @@ from ..base.seconds import MAX_SECONDS
 from ..decisions import claiming
 from ..together import claims
 from ..wal import Wal
-from . import emit_json, handled
+from .failures import handled
 from .options import JSON, RUN
+from .stdout import emit_json
 
 
 def _overlap_lines(found: list[tuple[claims.Live, str]], now: int) -> list[str]:

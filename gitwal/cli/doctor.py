@@ -8,8 +8,9 @@ import click
 
 from ..base.display import safe
 from ..doctor import doctor
-from . import emit_json, handled
+from .failures import handled
 from .options import JSON
+from .stdout import emit_json
 
 
 @click.command("doctor")

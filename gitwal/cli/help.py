@@ -11,7 +11,7 @@ import difflib
 import click
 
 from ..base.errors import EXIT_USAGE
-from . import fail
+from .failures import fail
 
 
 def _names(ctx: click.Context, param: click.Parameter, incomplete: str

@@ -11,8 +11,9 @@ from ..base.errors import StepFailed, UnknownRun
 from ..githooks import install as githooks
 from ..records.model import Intent
 from ..wal import Wal
-from . import emit_json, handled
+from .failures import handled
 from .options import JSON
+from .stdout import emit_json
 
 
 @click.group()

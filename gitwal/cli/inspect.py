@@ -14,8 +14,9 @@ from .. import documents
 from ..base.display import safe
 from ..records.rows import log_rows
 from ..wal import Wal
-from . import emit_json, handled
+from .failures import handled
 from .options import JSON, RUN, VIEW
+from .stdout import emit_json
 
 
 def _compact(row: dict[str, Any]) -> bytes:

@@ -9,8 +9,9 @@ import click
 
 from ..signing import trust
 from ..signing.allowed_signers import AllowedSigner, load_allowed
-from . import emit_json, handled
+from .failures import handled
 from .options import JSON
+from .stdout import emit_json
 
 
 @click.command()

@@ -15,8 +15,9 @@ from ..agents.mcp_entry import mcp_json_document, merge_mcp_json, remove_from_mc
 from ..base.errors import WalError
 from ..cloned import File
 from ..wal import Wal
-from . import emit_json, handled
+from .failures import handled
 from .options import JSON
+from .stdout import emit_json
 
 INSTALL_HINT = "pip install 'gitwal[mcp]'"
 

@@ -14,8 +14,9 @@ from ..log.store import list_runs
 from ..together.order import order
 from ..together.order import since as runs_since
 from ..wal import Wal
-from . import emit_json, handled
+from .failures import handled
 from .options import JSON
+from .stdout import emit_json
 
 
 @click.command("order")

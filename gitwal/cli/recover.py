@@ -11,8 +11,9 @@ from ..base.errors import EXIT_IN_DOUBT
 from ..records.model import calling_agent
 from ..recovery.prompt import render
 from ..wal import Wal
-from . import commands_to_stderr, emit_json, handled
+from .failures import handled
 from .options import JSON, RUN
+from .stdout import commands_to_stderr, emit_json
 
 YES = click.option(
     "--yes", is_flag=True,

@@ -13,8 +13,9 @@ import click
 
 from ..base.errors import EXIT_ERROR
 from ..remote import setup as rm
-from . import emit_json, handled
+from .failures import handled
 from .options import JSON, RUN
+from .stdout import emit_json
 
 REMOTE = click.argument("remote_name", metavar="[REMOTE]", required=False)
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import click
 
 from ..wal import Wal
-from . import emit_json, handled
+from .failures import handled
 from .options import JSON
+from .stdout import emit_json
 
 
 @click.command()

@@ -6,8 +6,9 @@ import click
 
 from ..checkpoints import seal as sealing
 from ..wal import Wal
-from . import emit_json, handled
+from .failures import handled
 from .options import JSON, RUN, WAIT
+from .stdout import emit_json
 
 
 @click.command()

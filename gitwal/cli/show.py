@@ -30,8 +30,9 @@ from ..records.codec import encode
 from ..records.model import EXEC_TOOL, Abort, Commit, Intent, Record
 from ..records.rows import log_rows
 from ..wal import Wal
-from . import emit_json, handled
+from .failures import handled
 from .options import JSON, RUN, VIEW
+from .stdout import emit_json
 from .terminal import Paint, colour_wanted, paged
 from .timeline import AppendTimes, Timeline, moment, what
 

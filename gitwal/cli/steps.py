@@ -12,8 +12,9 @@ from ..decisions import claiming
 from ..run import Run, StepResult
 from ..together import claims
 from ..wal import Wal
-from . import commands_to_stderr, emit_json, handled
+from .failures import handled
 from .options import CHECK, JSON, RUN, STEP, TIMEOUT, WAIT
+from .stdout import commands_to_stderr, emit_json
 
 
 @click.command()

@@ -7,9 +7,10 @@ import click
 from ..base.display import safe
 from ..decisions.undo import Undo, document, redo, undo
 from ..wal import Wal
-from . import emit_json, handled
+from .failures import handled
 from .options import JSON, RUN
 from .show import blob_change, diff_lines
+from .stdout import emit_json
 from .terminal import Paint, colour_wanted
 
 FORCE = click.option("--force", is_flag=True,

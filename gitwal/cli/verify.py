@@ -20,8 +20,9 @@ from ..base.repository import open_repository
 from ..log.runs import select_runs
 from ..signing.trust import allowed_signers_file
 from ..verify import Options, Report, RunResult, verify
-from . import emit_json, handled
+from .failures import handled
 from .options import RUN
+from .stdout import emit_json
 
 # Characters XML 1.0 cannot carry at all; a reason may quote a path or a record.
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")

@@ -2,9 +2,10 @@
 
 A :class:`Host` picks the run, runs one call at a time through the library's
 step protocol (``Run.apply`` / ``Run.exec``: intent -> apply -> verify ->
-commit | abort), and turns the outcome into a :class:`Reply`: a short text
-for the model and the same facts as data. A refusal is a reply too, never an
-exception, carrying the error's message and hint.
+commit | abort), and turns the outcome into a :class:`~gitwal.mcp.replies.Reply`
+(replies.py): a short text for the model and the same facts as data. A
+refusal is a reply too, never an exception, carrying the error's message and
+hint.
 
 Invariant: calls are serialized by one lock, so the server works on one step
 at a time, as a gitwal process does (the run's own lock also keeps other
@@ -15,112 +16,29 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import json
 import os
-import shlex
-import sys
-import tempfile
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pygit2
 
 from .. import documents
-from ..base.errors import StepFailed, ToolRefused, UnknownRun, WalError
-from ..base.ids import Lsn, RunId, TreeId
+from ..base.errors import ToolRefused, UnknownRun, WalError
+from ..base.ids import RunId
 from ..checkpoints import checkpoint as cp
-from ..records.model import Abort, Commit, Intent, Record, calling_agent
+from ..records.model import calling_agent
 from ..records.rows import log_rows
 from ..recovery.prompt import render
-from ..run import Run, StepResult
-from ..shellwords.guard import refusal as guard_refusal
-from ..shellwords.match import first_match
-from ..shellwords.unwrap import aliases_of
+from ..run import Run
 from ..wal import Wal
+from .capture import captured_output
+from .guard import refuse_agent_only
+from .replies import Reply, failure_data, refusal, step_reply, with_output
 
-OUTPUT_TAIL = 8000  # characters of a command's output returned to the model
 DEFAULT_TASK = "changes made through the gitwal MCP server"
-
-
-@dataclass(frozen=True)
-class Reply:
-    ok: bool  # False: the client sees a tool error (isError)
-    text: str
-    data: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Captured:
-    text: str = ""
-
-
-@contextlib.contextmanager
-def captured_output() -> Iterator[Captured]:
-    """Point fds 1 and 2 at a temporary file while a step runs a command.
-
-    Commands inherit the server's standard streams (effects.run_command). The
-    protocol itself never goes through fd 1 while serving (the SDK writes to a
-    private duplicate), and the server's own messages go to ``sys.stderr``,
-    which ``isolate_stderr`` moved off fd 2; so the file receives exactly what
-    the command and its children print. Calls are serialized: one capture at
-    a time.
-    """
-    out = Captured()
-    with tempfile.TemporaryFile() as f:
-        saved = (os.dup(1), os.dup(2))
-        try:
-            os.dup2(f.fileno(), 1)
-            os.dup2(f.fileno(), 2)
-            yield out
-        finally:
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            os.close(saved[0])
-            os.close(saved[1])
-            size = f.seek(0, os.SEEK_END)
-            f.seek(max(0, size - 4 * OUTPUT_TAIL))
-            out.text = f.read().decode("utf-8", "replace")[-OUTPUT_TAIL:]
-
-
-def isolate_stderr() -> None:
-    """Give Python's ``sys.stderr`` its own descriptor, so that redirecting
-    fd 2 for a command's output never captures the server's log lines."""
-    sys.stderr.flush()
-    sys.stderr = open(os.dup(2), "w", buffering=1, encoding="utf-8",  # noqa: SIM115
-                      errors="replace")
-
-
-def refuse_agent_only(repo: pygit2.Repository, argv: Sequence[str]) -> None:
-    """An `exec` the model may not run (docs/security.md, "What an agent's tool call
-    cannot do"): a person's decision or a change of gitwal's settings, read as the
-    agents' hooks read a shell call; and a `wal.irreversible` command, which this
-    server cannot put to the user (nothing is logged or run)."""
-    line = shlex.join(argv)
-    entries = [(str(e.name), e.value) for e in repo.config]
-    aliases = aliases_of(entries)
-    if why := guard_refusal(line, aliases):
-        raise ToolRefused(f"exec: {why}", "this is a person's to do: ask the user to run it "
-                          "themselves, in their own terminal")
-    patterns = tuple(str(v) for name, v in entries
-                     if name.lower() == "wal.irreversible" and v and str(v).strip())
-    if hit := first_match(line, patterns, aliases):
-        raise ToolRefused(f"exec: `{line[:200]}` is irreversible here ({hit.why}) and needs "
-                          "a person's approval, which this server cannot ask for",
-                          "ask the user to run it with `git wal exec --irreversible` and "
-                          "`git wal approve LSN`")
-
-
-def refusal(e: WalError, extra: dict[str, Any] | None = None) -> Reply:
-    text = f"error: {e.message}" + (f"\nhint: {e.hint}" if e.hint else "")
-    data = documents.wal_error(e)  # the shape `--json` prints (docs/json.md, "Errors")
-    data.update(extra or {})
-    if data.get("output"):
-        text += f"\n--- output (last {OUTPUT_TAIL} characters) ---\n{data['output']}"
-    return Reply(False, text, data)
 
 
 class Host:
@@ -145,11 +63,11 @@ class Host:
             try:
                 return work()
             except WalError as e:
-                return refusal(e, _failure_data(state or {}, e))
+                return refusal(e, failure_data(state or {}, e))
             except (pygit2.GitError, OSError) as e:
                 err = WalError(str(e) or type(e).__name__,
                                "`status` shows the log; `recover` decides a step left open")
-                return refusal(err, _failure_data(state or {}, err))
+                return refusal(err, failure_data(state or {}, err))
 
     def _wal(self) -> Wal:
         return Wal(self.root)
@@ -176,7 +94,7 @@ class Host:
             run, begun = self._run(self._wal(), create=True)
             state["run"] = run
             result = run.apply(tool, check=check, step=step, **args)
-            return _step_reply(run, result, self.task if begun else None)
+            return step_reply(run, result, self.task if begun else None)
 
         return self._serialized(work, state)
 
@@ -208,8 +126,8 @@ class Host:
             with captured_output() as out:
                 state["out"] = out
                 result = run.exec(list(argv), check=check, idempotent=idempotent, step=step)
-            reply = _step_reply(run, result, self.task if begun else None)
-            return _with_output(reply, out.text)
+            reply = step_reply(run, result, self.task if begun else None)
+            return with_output(reply, out.text)
 
         return self._serialized(work, state)
 
@@ -270,7 +188,7 @@ class Host:
                                      inside=calling_agent(os.environ))
             data = report.to_dict()
             data["prompt"] = render(report)
-            return _with_output(Reply(True, data["prompt"], data), out.text)
+            return with_output(Reply(True, data["prompt"], data), out.text)
 
         return self._serialized(work)
 
@@ -326,88 +244,7 @@ class Host:
                            for row in log_rows(stream))
 
 
-# -- results ---------------------------------------------------------------
-
-def _recent(run: Run, lsn: Lsn) -> list[Record]:
-    """Records that hold intent ``lsn`` and what closes it: normally the newest
-    two appends (one commit and one tree each); the whole segment only when
-    another process appended in between."""
-    records = run.recent(appends=2)
-    if not any(isinstance(r, Intent) and r.lsn == lsn for r in records):
-        records = run.since_checkpoint()
-    return records
-
-
-def _closing(records: list[Record], lsn: Lsn) -> Commit | Abort | None:
-    for r in records:
-        if isinstance(r, (Commit, Abort)) and r.intent == lsn:
-            return r
-    return None
-
-
-def _step_reply(run: Run, result: StepResult, begun_task: str | None) -> Reply:
-    """``begun_task``: the task of the run this call began, None if it existed."""
-    records = _recent(run, result.lsn)
-    intent = next((r for r in records if isinstance(r, Intent) and r.lsn == result.lsn), None)
-    close = _closing(records, result.lsn)
-    verified = close.verified if isinstance(close, Commit) else ""
-    data: dict[str, Any] = {
-        "run": run.id, "lsn": result.lsn, "commit_lsn": None if close is None else close.lsn,
-        "tool": result.tool, "target": list(result.target), "status": result.status,
-        "post": list(result.post), "verified": verified,
-        "step": None if intent is None else intent.step, "began_run": begun_task is not None,
-    }
-    targets = " -> ".join(result.target)
-    text = f"LSN {result.lsn} {result.tool} {targets}: {result.status} (verified: {verified})"
-    if intent is not None and result.tool == "exec":
-        theirs = {t[0] for t in close.theirs} if isinstance(close, Commit) else set()
-        changed = [p for p in run.wt.changed_paths(TreeId(intent.pre[0]),
-                                                   TreeId(result.post[0]))
-                   if p not in theirs]  # other runs' work is not this step's
-        data["changed"] = list(changed)
-        text += f"; changed: {', '.join(changed) if changed else 'nothing'}"
-    elif intent is not None:
-        data["pre"] = list(intent.pre)
-        data["changed"] = [p for p, a, b in zip(intent.target, intent.pre, result.post,
-                                                 strict=True) if a != b]
-        if not data["changed"]:
-            text += "; no change: already in that state"
-    if begun_task is not None:
-        text = f"began run {run.id} (task: {begun_task})\n" + text
-    return Reply(True, text, data)
-
-
 def _compact(doc: dict[str, Any]) -> str:
     """A log row as `git wal log --json` prints it: the canonical form records are
     stored in (keys sorted, no spaces)."""
     return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def _with_output(reply: Reply, output: str) -> Reply:
-    if not output:
-        return reply
-    text = reply.text + f"\n--- output (last {OUTPUT_TAIL} characters) ---\n{output}"
-    return Reply(reply.ok, text, {**reply.data, "output": output})
-
-
-def _failure_data(state: dict[str, Any], error: WalError) -> dict[str, Any]:
-    """Facts a refused or aborted step adds to its error: the run, the abort
-    record (a step that failed verification is closed by one), the output."""
-    data: dict[str, Any] = {}
-    run: Run | None = state.get("run")
-    out: Captured | None = state.get("out")
-    if out is not None and out.text:
-        data["output"] = out.text
-    if run is None:
-        return data
-    data["run"] = run.id
-    if not isinstance(error, StepFailed):
-        return data  # refused before anything was logged
-    with contextlib.suppress(WalError, pygit2.GitError, OSError):
-        newest = run.recent()
-        last = newest[-1] if newest else None
-        if isinstance(last, Abort):
-            data["aborted"] = {"intent": last.intent, "lsn": last.lsn, "reason": last.reason,
-                               "restored": list(last.restored), "output": last.output}
-    return data
-
