@@ -253,17 +253,13 @@ class _Reader:
                 self.i += 1
                 dynamic |= self._double_quoted(parts)
                 quoted = True
-            elif c == "$":
-                if self.peek(1) == "'":
-                    parts.append(self._ansi_c())
-                    quoted = True
-                elif self.peek(1) == '"':
-                    self.i += 1  # $"...": a translated string, otherwise as "..."
-                else:
-                    parts.append(self._dollar())
-                    dynamic = True
-            elif c == "`":
-                parts.append(self._backquoted())
+            elif c == "$" and self.peek(1) == "'":
+                parts.append(self._ansi_c())
+                quoted = True
+            elif c == "$" and self.peek(1) == '"':
+                self.i += 1  # $"...": a translated string, otherwise as "..."
+            elif c in "$`":
+                parts.append(self._expansion())
                 dynamic = True
             else:
                 if c in "*?[":
@@ -291,19 +287,19 @@ class _Reader:
                 if self.peek(1) != "\n":
                     parts.append(self.peek(1))
                 self.i += 2
-            elif c == "$":
-                if self.peek(1) in ("'", '"') or not self.peek(1):
-                    parts.append("$")
-                    self.i += 1
-                    continue
-                parts.append(self._dollar())
-                dynamic = True
-            elif c == "`":
-                parts.append(self._backquoted())
+            elif c == "$" and (self.peek(1) in ("'", '"') or not self.peek(1)):
+                parts.append("$")
+                self.i += 1
+            elif c in "$`":
+                parts.append(self._expansion())
                 dynamic = True
             else:
                 parts.append(c)
                 self.i += 1
+
+    def _expansion(self) -> str:
+        """A ``$`` expansion or a backquoted command at ``self.i``, as written."""
+        return self._backquoted() if self.peek() == "`" else self._dollar()
 
     def _dollar(self) -> str:
         """A ``$`` expansion at ``self.i``, as written; command substitutions are read."""
