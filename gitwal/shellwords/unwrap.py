@@ -333,9 +333,7 @@ def _options(rest: list[Word], spec: Spec) -> tuple[set[str], list[Word], dict[s
             name, eq, value = t[2:].partition("=")
             if name in spec.long_arg:
                 if not eq:
-                    if i + 1 >= len(rest):
-                        raise Unparseable(f"--{name} without its value")
-                    value = rest[i + 1].text
+                    value = _value_after(rest, i, f"--{name}")
                     i += 1
                 values.setdefault(name, []).append(value)
             elif name not in spec.long_flag:
@@ -351,9 +349,7 @@ def _options(rest: list[Word], spec: Spec) -> tuple[set[str], list[Word], dict[s
                 if c in spec.short_arg:
                     value = t[j + 1:]
                     if not value:
-                        if i + 1 >= len(rest):
-                            raise Unparseable(f"-{c} without its value")
-                        value = rest[i + 1].text
+                        value = _value_after(rest, i, f"-{c}")
                         i += 1
                     values.setdefault(c, []).append(value)
                     break
@@ -371,3 +367,10 @@ def _options(rest: list[Word], spec: Spec) -> tuple[set[str], list[Word], dict[s
             continue
         break
     return seen, rest[i:], values
+
+
+def _value_after(rest: list[Word], i: int, option: str) -> str:
+    """The value of ``option`` (at ``rest[i]``): the next word; refused when there is none."""
+    if i + 1 >= len(rest):
+        raise Unparseable(f"{option} without its value")
+    return rest[i + 1].text
