@@ -9,7 +9,7 @@ its ``argv``: the program by its base name and, for git, the subcommand
 right after ``git`` (global options dropped, the local user's aliases
 expanded). A wrapper option this module does not know, a command name known
 only when the line runs, a shell reading commands from its input, or a
-``-c alias.*=`` is :class:`~gitwal.shellwords.lex.Unparseable`.
+``-c alias.*=`` is :class:`~gitwal.shellwords.word.Unparseable`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .lex import MAX_DEPTH, Redirect, Simple, Unparseable, Word, simple_commands
+from .lex import MAX_DEPTH, Redirect, Simple, simple_commands
+from .word import Unparseable, Word
 
 __all__ = ["Command", "aliases_of", "commands"]
 
