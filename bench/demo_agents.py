@@ -22,8 +22,8 @@ from typing import Any
 
 from bench import demo
 from bench.agent_checks import ordered_steps, serial_replay
+from bench.agent_driver import AgentProcess, events
 from bench.demo import GIT_WAL, LOOKALIKE, NEW, OLD, differing, framed, make_project, tree_id
-from bench.scripted_agent import AgentProcess, events
 
 SESSIONS = ("a1a1a1a1-5e1f-4c1e-9a55-2f4d6c8e1b23", "b2b2b2b2-5e1f-4c1e-9a55-2f4d6c8e1b23")
 HELD_AT = 23  # agent 1's step (and file) where it is killed; agent 2 edits that file too

@@ -39,7 +39,8 @@ from typing import Any
 import pytest
 
 from bench.agent_checks import lost_updates, ordered_steps, serial_replay
-from bench.scripted_agent import AgentProcess, call_step, log_rows, ready_events
+from bench.agent_driver import AgentProcess, ready_events
+from bench.scripted_agent import call_step, log_rows
 from gitwal.base.ids import ABSENT, Lsn
 from gitwal.changes.history import Change
 from gitwal.together.order import Step

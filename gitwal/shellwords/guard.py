@@ -27,8 +27,8 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 
-from .lex import Unparseable
 from .unwrap import Command, commands
+from .word import Unparseable
 
 __all__ = ["config_file", "refusal"]
 

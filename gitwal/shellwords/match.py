@@ -13,8 +13,8 @@ import fnmatch
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .lex import Unparseable
 from .unwrap import commands
+from .word import Unparseable
 
 __all__ = ["Hit", "first_match"]
 

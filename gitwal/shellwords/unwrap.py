@@ -7,9 +7,9 @@ strings read, git's global options normalized.
 Each :class:`Command` keeps its words as written (after the wrappers) and
 its ``argv``: the program by its base name and, for git, the subcommand
 right after ``git`` (global options dropped, the local user's aliases
-expanded). A wrapper option this module does not know, a command name known
+expanded). A wrapper option wrappers.py does not know, a command name known
 only when the line runs, a shell reading commands from its input, or a
-``-c alias.*=`` is :class:`~gitwal.shellwords.lex.Unparseable`.
+``-c alias.*=`` is :class:`~gitwal.shellwords.word.Unparseable`.
 """
 
 from __future__ import annotations
@@ -19,63 +19,13 @@ import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .lex import MAX_DEPTH, Redirect, Simple, Unparseable, Word, simple_commands
+from .lex import MAX_DEPTH, Redirect, Simple, simple_commands
+from .word import Unparseable, Word
+from .wrappers import WRAPPERS, take_options
 
 __all__ = ["Command", "aliases_of", "commands"]
 
 SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "busybox-sh"})
-
-
-@dataclass(frozen=True)
-class Spec:
-    """A wrapper's options: which take a value, and the positionals before its command."""
-
-    short_arg: str = ""
-    short_flag: str = ""
-    long_arg: frozenset[str] = frozenset()
-    long_flag: frozenset[str] = frozenset()
-    positionals: int = 0
-
-
-def _spec(short_arg: str = "", short_flag: str = "", long_arg: str = "", long_flag: str = "",
-          positionals: int = 0) -> Spec:
-    return Spec(short_arg, short_flag, frozenset(long_arg.split()),
-                frozenset(long_flag.split()), positionals)
-
-
-WRAPPERS: dict[str, Spec] = {
-    "env": _spec("uCS", "i0v", "unset chdir split-string",
-                 "ignore-environment null debug default-signal ignore-signal block-signal "
-                 "list-signal-handling"),
-    "command": _spec("", "pvV"),
-    "builtin": _spec(),
-    "exec": _spec("a", "cl"),
-    "nice": _spec("n", "", "adjustment"),
-    "nohup": _spec(),
-    "time": _spec("fo", "pqav", "format output", "portability append verbose quiet"),
-    "timeout": _spec("ks", "v", "kill-after signal", "preserve-status foreground verbose", 1),
-    "stdbuf": _spec("ioe", "", "input output error"),
-    "setsid": _spec("", "cfw", "", "ctty fork wait"),
-    "ionice": _spec("cnpPu", "t", "class classdata pid pgid uid", "ignore"),
-    "taskset": _spec("", "acp", "", "all-tasks cpu-list pid", 1),
-    "doas": _spec("uC", "nsL"),
-    "sudo": _spec("ughpCDrtTUR", "AbEeHiKklnPSsVv",
-                  "user group host prompt close-from chdir role type other-user "
-                  "command-timeout chroot",
-                  "askpass background preserve-env set-home login remove-timestamp "
-                  "reset-timestamp list non-interactive preserve-groups stdin shell version "
-                  "validate edit"),
-    "xargs": _spec("adEILnPs", "0oprtxeil",
-                   "arg-file delimiter max-args max-procs max-chars process-slot-var",
-                   "null open-tty interactive no-run-if-empty verbose exit show-limits eof "
-                   "replace max-lines"),
-    "unbuffer": _spec("", "p"),
-    "watch": _spec("n", "dtbegcxpwr", "interval",
-                   "differences no-title beep errexit chgexit color no-color exec precise "
-                   "no-wrap no-linewrap"),
-    "flock": _spec("wEc", "sexunoFv", "timeout conflict-exit-code command",
-                   "shared exclusive unlock nonblock close no-fork verbose", 1),
-}
 
 
 @dataclass(frozen=True)
@@ -165,7 +115,7 @@ class _Unwrap:
     def wrapper(self, name: str, rest: list[Word], assignments: list[Word],
                 more: list[Command]) -> list[Word]:
         spec = WRAPPERS[name]
-        seen, rest, values = _options(rest, spec)
+        seen, rest, values = take_options(rest, spec)
         if name == "env":
             for value in values.get("S", []) + values.get("split-string", []):
                 split = simple_commands(value, self.depth + 1)
@@ -313,61 +263,3 @@ def _static(words: Sequence[Word]) -> str:
         raise Unparseable("a command line built when it runs")
     return " ".join(w.text for w in words)
 
-
-def _options(rest: list[Word], spec: Spec) -> tuple[set[str], list[Word], dict[str, list[str]]]:
-    """A wrapper's options taken off ``rest``: the names seen, the words after
-    them (its command), and the values of the options that take one."""
-    seen: set[str] = set()
-    values: dict[str, list[str]] = {}
-    i = 0
-    positionals = spec.positionals
-    while i < len(rest):
-        w = rest[i]
-        t = w.text
-        if w.dynamic and t.startswith("-"):
-            raise Unparseable(f"an option known only when it runs ({t!r})")
-        if t == "--":
-            i += 1
-            break
-        if t.startswith("--"):
-            name, eq, value = t[2:].partition("=")
-            if name in spec.long_arg:
-                if not eq:
-                    if i + 1 >= len(rest):
-                        raise Unparseable(f"--{name} without its value")
-                    value = rest[i + 1].text
-                    i += 1
-                values.setdefault(name, []).append(value)
-            elif name not in spec.long_flag:
-                raise Unparseable(f"an option this reader does not know ({t!r})")
-            seen.add(name)
-            i += 1
-            continue
-        if t.startswith("-") and len(t) > 1 and not t[1:].isdigit():
-            j = 1
-            while j < len(t):
-                c = t[j]
-                seen.add(c)
-                if c in spec.short_arg:
-                    value = t[j + 1:]
-                    if not value:
-                        if i + 1 >= len(rest):
-                            raise Unparseable(f"-{c} without its value")
-                        value = rest[i + 1].text
-                        i += 1
-                    values.setdefault(c, []).append(value)
-                    break
-                if c not in spec.short_flag:
-                    raise Unparseable(f"an option this reader does not know ({t!r})")
-                j += 1
-            i += 1
-            continue
-        if t.startswith("-") and t[1:].isdigit():  # nice -5
-            i += 1
-            continue
-        if positionals:
-            positionals -= 1
-            i += 1
-            continue
-        break
-    return seen, rest[i:], values
