@@ -24,14 +24,8 @@ from .base.crashpoints import crash_point
 from .base.errors import NeedsApproval, RunBusy, StepFailed, ToolRefused
 from .base.ids import ABSENT, CommitId, Lsn, RunId, TreeId
 from .changes import tools
-from .changes.effects import (
-    CommandResult,
-    apply_post,
-    command_timeout,
-    restore_pre,
-    run_check,
-    run_command,
-)
+from .changes.commands import CommandResult, command_timeout, run_check, run_command
+from .changes.effects import apply_post, restore_pre
 from .changes.effects import observed as observed_states
 from .changes.tools import RESTORING_TOOLS
 from .log.authorship import attach
@@ -226,7 +220,7 @@ class Run(ToolSteps):
                 if p not in withheld for o in (pre, post)}
         refs = [Ref(oid) for oid in sorted(kept - {ABSENT})]
         # attach: the record as Store.append writes it, with its proof that
-        # this clone wrote the check (effects.run_check runs no other).
+        # this clone wrote the check (commands.run_check runs no other).
         intent = attach(self.store.repo, Intent(
             run=self.id, lsn=lsn, tool=tool, args=args, target=tuple(paths),
             pre=tuple(pre_ids), post=tuple(post_ids), mode=tuple(pre_modes),
