@@ -44,8 +44,9 @@ if TYPE_CHECKING:
     from .recovery.prompt import render
     from .recovery.report import Report
     from .run import Run
+    from .status import RunInfo, Status
     from .steps_api import StepResult
-    from .wal import RunInfo, Status, Wal
+    from .wal import Wal
 
 __all__ = [
     "EXIT_ERROR", "EXIT_IN_DOUBT", "EXIT_LOCK_TIMEOUT", "EXIT_OK", "EXIT_USAGE",
@@ -59,7 +60,7 @@ __version__ = VERSION
 # Loaded on first use: `import gitwal.<module>` must not pay for pygit2 when
 # that module does not need it (agent hook clients, `--help`).
 _LAZY = {"Report": "recovery.report", "render": "recovery.prompt", "Run": "run",
-         "StepResult": "steps_api", "RunInfo": "wal", "Status": "wal", "Wal": "wal",
+         "StepResult": "steps_api", "RunInfo": "status", "Status": "status", "Wal": "wal",
          "resolve": "decisions.resolve", "approve": "decisions.approvals",
          "undo": "decisions.undo", "redo": "decisions.undo"}
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the CLI loads this for every command: keep imports lazy
     from .base.errors import WalError
+    from .status import RunInfo, Status
     from .together.claims import Live
-    from .wal import RunInfo, Status
 
 
 def worktree(wt: tuple[str, str] | None) -> dict[str, str] | None:

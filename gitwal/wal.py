@@ -3,11 +3,9 @@ recover. Which run is current is kept per worktree inside the git dir."""
 
 from __future__ import annotations
 
-import itertools
 import os
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,9 +18,10 @@ from .base.repository import common_dir, open_repository, wal_dir, worktree_name
 from .log.appends import repair_hint
 from .log.runs import segments_history
 from .log.store import Store, list_runs
-from .records.model import Abort, Checkpoint, Commit, Intent, Plan, Record, Seal, Unlogged
+from .records.model import Plan, Record
 from .signing.signer import configured_signer
-from .together.claims import Live, now_s, run_claims
+from .status import RunInfo, Status, run_status
+from .together.claims import now_s, run_claims
 from .worktree.tree import Worktree
 
 if TYPE_CHECKING:  # loaded when used: `status` needs none of them
@@ -33,45 +32,6 @@ if TYPE_CHECKING:  # loaded when used: `status` needs none of them
 
 class OtherWorktree(WalError):
     """The run is bound to another worktree: it may change only that tree."""
-
-
-@dataclass(frozen=True)
-class RunInfo:
-    run: RunId
-    task: str
-    records: int
-    open: tuple[Lsn, ...]  # intents with no closing record (`open` in docs/json.md)
-    current: bool
-    worktree: tuple[str, str] | None = None  # (name, path) the run is bound to
-    damaged: str | None = None  # why the log cannot be read (`git wal repair RUN`)
-    claims: tuple[Live, ...] = ()  # live claims (claims.py)
-
-    @property
-    def open_intents(self) -> tuple[Lsn, ...]:
-        """The former name of :attr:`open` (kept for existing callers)."""
-        return self.open
-
-
-@dataclass(frozen=True)
-class Status:
-    run: RunId
-    task: str
-    records: int
-    committed: tuple[Lsn, ...]
-    aborted: tuple[Lsn, ...]
-    open: tuple[Lsn, ...]
-    next_lsn: Lsn
-    checkpoint: Lsn | None = None  # LSN of the newest checkpoint; lists start after it
-    unlogged: tuple[Lsn, ...] = ()  # `unlogged` records: changes with no durable intent
-    # committed intents whose commit recorded another post than predicted
-    prediction_miss: tuple[Lsn, ...] = ()
-    sealed: Lsn | None = None  # LSN of the seal: the run is finished, nothing may follow
-    worktree: tuple[str, str] | None = None  # (name, path) the run is bound to; None: unbound
-
-    @property
-    def missed(self) -> tuple[Lsn, ...]:
-        """The former name of :attr:`prediction_miss` (kept for existing callers)."""
-        return self.prediction_miss
 
 
 class Wal:
@@ -226,42 +186,7 @@ class Wal:
 
     def status(self, run_id: str | None = None) -> Status:
         """Intents after the newest checkpoint (the cost does not grow before it)."""
-        store = self._store(run_id)
-        # One pass over the segment, holding LSNs and the open intents' posts,
-        # not the records: memory stays flat in the run's length.
-        records = store.forward()
-        first = last = next(records)
-        plan = store.plan(first)
-        cp: Checkpoint | None = None
-        committed: list[Lsn] = []
-        aborted: list[Lsn] = []
-        unlogged: list[Lsn] = []
-        missed: list[Lsn] = []
-        posts: dict[Lsn, tuple[str, ...] | None] = {}  # open intent -> predicted post
-        for rec in itertools.chain((first,), records):
-            last = rec
-            if isinstance(rec, Checkpoint):  # the segment starts (again) here
-                cp = rec
-                committed, aborted, unlogged, missed = [], [], [], []
-            elif isinstance(rec, Intent):
-                posts[rec.lsn] = rec.post
-            elif isinstance(rec, Commit):
-                post = posts.pop(rec.intent)
-                committed.append(rec.intent)
-                # A prediction miss: an agent step whose commit recorded what it observed.
-                if post is not None and rec.post != post:
-                    missed.append(rec.intent)
-            elif isinstance(rec, Abort):
-                posts.pop(rec.intent)
-                aborted.append(rec.intent)
-            elif isinstance(rec, Unlogged):
-                unlogged.append(rec.lsn)
-        return Status(
-            store.run, plan.task, last.lsn, tuple(sorted(committed)), tuple(sorted(aborted)),
-            tuple(sorted(posts)), Lsn(last.lsn + 1), None if cp is None else cp.lsn,
-            tuple(unlogged), tuple(sorted(missed)),
-            last.lsn if isinstance(last, Seal) else None, plan.worktree,
-        )
+        return run_status(self._store(run_id))
 
     def history(self, run_id: str | None = None) -> list[tuple[Record, bytes]]:
         """Every record of the run, archived segments included, in LSN order.

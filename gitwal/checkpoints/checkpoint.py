@@ -18,7 +18,7 @@ import pygit2
 from ..base.crashpoints import crash_point
 from ..base.errors import WalError
 from ..base.ids import CommitId, Lsn, TreeId
-from ..changes.effects import run_check
+from ..changes.commands import run_check
 from ..changes.ledger import COMMITTED, EXPLAINED, Ledger, fold
 from ..log.authorship import attach
 from ..log.rewrite import ARCHIVE_PREFIX, CHECKPOINT_PREFIX

@@ -9,7 +9,7 @@ when this clone wrote that record: :func:`attach` gives
 every intent an ``auth`` field, an HMAC-SHA256 of its
 canonical bytes without ``auth``, keyed by a secret of this clone;
 :func:`require` is the gate in front of every command gitwal runs
-(effects.run_check, effects.run_command).
+(commands.run_check, commands.run_command).
 
 The secret is 32 random bytes in ``<common git dir>/wal/secret`` (mode 0600),
 created on first use. It is in no ref, so it is never pushed or fetched: a

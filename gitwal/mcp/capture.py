@@ -27,7 +27,7 @@ class Captured:
 def captured_output() -> Iterator[Captured]:
     """Point fds 1 and 2 at a temporary file while a step runs a command.
 
-    Commands inherit the server's standard streams (effects.run_command). The
+    Commands inherit the server's standard streams (commands.run_command). The
     protocol itself never goes through fd 1 while serving (the SDK writes to a
     private duplicate), and the server's own messages go to ``sys.stderr``,
     which ``isolate_stderr`` moved off fd 2; so the file receives exactly what

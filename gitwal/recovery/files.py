@@ -9,7 +9,8 @@ them in the log before it puts the pre-image back.
 from __future__ import annotations
 
 from ..base.crashpoints import crash_point
-from ..changes.effects import apply_post, missing_images, observed, restore_pre, run_check
+from ..changes.commands import run_check
+from ..changes.effects import apply_post, missing_images, observed, restore_pre
 from ..changes.tools import RESTORING_TOOLS
 from ..log.store import Ref
 from ..records.model import REPLAY_SAFE, Abort, Commit, Intent, unpredicted

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pygit2
 
 from ..base.ids import TreeId
-from ..changes.effects import CheckResult, run_check, run_command
+from ..changes.commands import CheckResult, run_check, run_command
 from ..log.store import Ref
 from ..records.model import REPLAY_SAFE, Abort, Commit, Intent, agent_tag
 from ..together.shell_among import Named, among, left_to_others
@@ -184,7 +184,7 @@ class ExecDecisions(DecisionHost):
 
     def _probe(self, intent: Intent) -> CheckResult | None:
         """Run the step's confirm probe (None: it has none, or its command still
-        runs). Only a probe this clone wrote runs (effects.run_check)."""
+        runs). Only a probe this clone wrote runs (commands.run_check)."""
         probe = intent.args.get("confirm")
         if not isinstance(probe, str) or self.store.command_running(intent.lsn) is not None:
             return None
