@@ -104,6 +104,8 @@ def test_redirections_are_kept_for_every_command() -> None:
     "env CLAUDECODE=0 git-wal approve 3 --yes", "python3 -m gitwal approve 3",
     "python -m gitwal resolve 3 --applied", "git wal resolve 4 --not-applied",
     "sh -c 'git wal approve 3'", "git -C . wal approve 3", "git wal exec -- git wal approve 3",
+    "time A=1 git wal approve 3", "time -p A=1 git wal resolve 4 --applied",
+    "! A=1 git wal approve 3", "if true; then A=1 git wal approve 3; fi",
     "git config wal.done.enforce false", "git config --local wal.done.enforce false",
     "git config --global WAL.irreversible x", "git config --unset wal.irreversible",
     "git config --unset-all wal.irreversible", "git config --remove-section wal",

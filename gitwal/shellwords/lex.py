@@ -142,6 +142,10 @@ class _Reader(WordReader):
                 words = []  # a test: it runs nothing but its substitutions, already taken
                 break
             words = words[1:]
+        # After a reserved word (`! A=1 cmd`, `then A=1 cmd`) assignments come first again.
+        while words and not words[0].quoted and ASSIGNMENT.match(words[0].text):
+            assignments = [*assignments, words[0]]
+            words = words[1:]
         if words and not words[0].quoted:
             head = words[0].text
             if head in REFUSED_WORDS:

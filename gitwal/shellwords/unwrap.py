@@ -122,7 +122,8 @@ class _Unwrap:
                 if len(split) != 1 or split[0].redirects:
                     raise Unparseable("an `env -S` string that is not one command")
                 rest = [*split[0].assignments, *split[0].words, *rest]
-        if name in ("env", "sudo", "doas"):
+        # `time` is also bash's keyword, after which assignments may come
+        if name in ("env", "sudo", "doas", "time"):
             while rest and not rest[0].quoted and "=" in rest[0].text and \
                     not rest[0].text.startswith("="):
                 assignments.append(rest[0])
