@@ -34,15 +34,16 @@ def unnamed_modules(doc: str) -> list[str]:
 
 
 def layers(doc: str) -> list[set[str]]:
-    """The map's layers, top first: each line of the first fenced block that
-    names rooms (a folder of gitwal/ as `name/`, a module as `name.py`)."""
+    """The map's layers, top first, from the first fenced block: the rooms
+    (a folder of gitwal/ as `name/`, a module as `name.py`) its lines name,
+    one layer from one `|` line to the next."""
     block = doc.split("```", 2)[1]
-    out = []
+    out: list[set[str]] = [set()]
     for line in block.splitlines():
-        rooms = {w for w in line.split() if re.fullmatch(r"[a-z_]+/|[a-z_]+\.py", w)}
-        if rooms:
-            out.append(rooms)
-    return out
+        if line.strip() == "|":
+            out.append(set())
+        out[-1] |= {w for w in line.split() if re.fullmatch(r"[a-z_]+/|[a-z_]+\.py", w)}
+    return [rooms for rooms in out if rooms]
 
 
 def room_of(module: str) -> str:
@@ -182,6 +183,7 @@ def test_an_import_running_up_is_found() -> None:
     # With the layers turned upside down, nearly every import runs up.
     block = doc.split("```", 2)[1]
     flipped = doc.replace(block, "\n".join(reversed(block.splitlines())))
+    assert len(layers(flipped)) == len(layers(doc)) == 12
     assert len(violations(flipped, imports())) > 20
 
 
