@@ -16,7 +16,7 @@ import sysconfig
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from gitwal.signing.allowed_signers import trust_add
+from gitwal.signing.add_signer import trust_add
 from gitwal.signing.keys import generate_key
 
 from .conftest import git, init_repo, ok

@@ -47,7 +47,7 @@ import pygit2
 import pytest
 
 from gitwal.base.ids import ABSENT
-from gitwal.worktree.snapshot import tree_state
+from gitwal.worktree.treeread import tree_state
 
 from .conftest import GIT_WAL
 from .powerloss.mount import Handle, mounted

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gitwal.signing.allowed_signers import trust_add
+from gitwal.signing.add_signer import trust_add
 from gitwal.signing.keys import generate_key
 
 from .conftest import git, ok

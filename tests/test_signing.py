@@ -23,7 +23,7 @@ import pygit2
 import pytest
 
 from gitwal.base.errors import WalError
-from gitwal.signing import allowed_signers, keys, sshsig
+from gitwal.signing import add_signer, allowed_signers, keys, sshsig
 from gitwal.signing import commits as signing
 from gitwal.signing.errors import (
     BadAllowedSigners,
@@ -81,7 +81,7 @@ def key(key_path: Path) -> SigningKey:
 @pytest.fixture
 def allowed(tmp_path: Path, key: SigningKey) -> Path:
     file = tmp_path / "allowed_signers"
-    assert allowed_signers.trust_add(file, key.public_line, PRINCIPAL)
+    assert add_signer.trust_add(file, key.public_line, PRINCIPAL)
     return file
 
 
@@ -236,17 +236,17 @@ def test_keys_interoperate_with_ssh_keygen(key_path: Path, tmp_path: Path) -> No
 
 def test_trust_add_is_idempotent_and_creates_0644(tmp_path: Path, key: SigningKey) -> None:
     file = tmp_path / "trust" / "allowed_signers"
-    assert allowed_signers.trust_add(file, key.public_line, PRINCIPAL) is True
+    assert add_signer.trust_add(file, key.public_line, PRINCIPAL) is True
     assert stat.S_IMODE(file.stat().st_mode) == 0o644
     first = file.read_text()
     assert first == f"{PRINCIPAL} {key.public_line}\n"
-    assert allowed_signers.trust_add(file, key.public_line, PRINCIPAL) is False
-    assert allowed_signers.trust_add(file, key.public_line.rsplit(" ", 1)[0], PRINCIPAL) is False
+    assert add_signer.trust_add(file, key.public_line, PRINCIPAL) is False
+    assert add_signer.trust_add(file, key.public_line.rsplit(" ", 1)[0], PRINCIPAL) is False
     assert file.read_text() == first
 
     other = SigningKey.generate("other")
-    assert allowed_signers.trust_add(file, other.public_line, "other@test") is True
-    assert allowed_signers.trust_add(file, key.public_line, "alias@test") is True  # a second name
+    assert add_signer.trust_add(file, other.public_line, "other@test") is True
+    assert add_signer.trust_add(file, key.public_line, "alias@test") is True  # a second name
     entries = allowed_signers.load_allowed(file)
     assert [(e.principals, e.line) for e in entries] == [
         ((PRINCIPAL,), 1), (("other@test",), 2), (("alias@test",), 3)]
@@ -261,23 +261,23 @@ def test_trust_add_refuses_bad_input(tmp_path: Path, key: SigningKey) -> None:
     file = tmp_path / "allowed_signers"
     for name in ("two words", "a,b", "", "*", 'q"uote', "#x"):
         with pytest.raises(SigningError, match="cannot be a principal"):
-            allowed_signers.trust_add(file, key.public_line, name)
+            add_signer.trust_add(file, key.public_line, name)
     with pytest.raises(SigningError, match="not a public key line"):
-        allowed_signers.trust_add(file, "ssh-ed25519", PRINCIPAL)
+        add_signer.trust_add(file, "ssh-ed25519", PRINCIPAL)
     kind, b64, _ = key.public_line.split()
     with pytest.raises(SigningError, match="the line says ssh-rsa but the key is ssh-ed25519"):
-        allowed_signers.trust_add(file, f"ssh-rsa {b64}", PRINCIPAL)
+        add_signer.trust_add(file, f"ssh-rsa {b64}", PRINCIPAL)
     with pytest.raises(SigningError, match="not valid base64"):
-        allowed_signers.trust_add(file, f"{kind} {b64[:-3]}!!!", PRINCIPAL)
+        add_signer.trust_add(file, f"{kind} {b64[:-3]}!!!", PRINCIPAL)
     assert not file.exists()
 
     file.write_text("broken line\n")
     with pytest.raises(BadAllowedSigners, match=r"allowed_signers:1: "):
-        allowed_signers.trust_add(file, key.public_line, PRINCIPAL)
+        add_signer.trust_add(file, key.public_line, PRINCIPAL)
     assert file.read_text() == "broken line\n"
 
     file.write_text(f"x@y {key.public_line}")  # no final newline: ours goes on a line of its own
-    assert allowed_signers.trust_add(file, key.public_line, PRINCIPAL)
+    assert add_signer.trust_add(file, key.public_line, PRINCIPAL)
     assert [e.principals for e in allowed_signers.load_allowed(file)] == [("x@y",), (PRINCIPAL,)]
 
 
@@ -292,7 +292,7 @@ def test_trust_add_replaces_the_file_keeping_its_mode_and_a_symlink_to_it(
     link.parent.mkdir()
     link.symlink_to(real)
     other = SigningKey.generate("other")
-    assert allowed_signers.trust_add(link, other.public_line, "other@test") is True
+    assert add_signer.trust_add(link, other.public_line, "other@test") is True
     # the user's link stays, the list it names got the line, in a new file (rename)
     assert link.is_symlink() and os.readlink(link) == str(real)
     assert real.read_text() == f"x@y {key.public_line}\nother@test {other.public_line}\n"
@@ -308,13 +308,13 @@ def test_trust_add_leaves_a_read_only_file_alone(tmp_path: Path, key: SigningKey
     file.write_text(f"x@y {key.public_line}\n")
     file.chmod(0o444)
     with pytest.raises(PermissionError):
-        allowed_signers.trust_add(file, SigningKey.generate().public_line, "other@test")
+        add_signer.trust_add(file, SigningKey.generate().public_line, "other@test")
     assert file.read_text() == f"x@y {key.public_line}\n"
 
 
 def _add_after(gate: Any, file: Path, line: str, name: str) -> None:
     gate.wait()  # every adder starts together
-    allowed_signers.trust_add(file, line, name)
+    add_signer.trust_add(file, line, name)
 
 
 def test_concurrent_trust_adds_lose_no_line(tmp_path: Path) -> None:
@@ -398,7 +398,7 @@ def test_load_allowed_names_the_bad_line(tmp_path: Path, line: str, why: str) ->
 @needs_ssh_keygen
 def test_git_format_file_is_read_the_same_by_ssh_keygen(tmp_path: Path, key: SigningKey,
                                                         allowed: Path) -> None:
-    allowed_signers.trust_add(allowed, SigningKey.generate().public_line, "someone@else")
+    add_signer.trust_add(allowed, SigningKey.generate().public_line, "someone@else")
     sig = tmp_path / "data.sig"
     sig.write_text(sshsig.sign(key, DATA))
     proc = keygen("-Y", "find-principals", "-f", str(allowed), "-s", str(sig))

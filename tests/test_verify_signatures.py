@@ -25,7 +25,7 @@ import pytest
 from gitwal.base.ids import Lsn, RunId
 from gitwal.records.codec import encode
 from gitwal.records.model import Seal, Unlogged
-from gitwal.signing.allowed_signers import trust_add
+from gitwal.signing.add_signer import trust_add
 from gitwal.signing.appends import signature_problems
 from gitwal.signing.commits import create_signed_commit
 from gitwal.signing.keys import generate_key, load_key

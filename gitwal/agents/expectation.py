@@ -26,8 +26,8 @@ from ..run import Run
 from ..together.shell_among import among, left_by_others
 from ..worktree import secrets
 from ..worktree.diskform import CommittedForms
-from ..worktree.snapshot import tree_state
 from ..worktree.tree import MODE_GITLINK, MODE_TREE, blob_id
+from ..worktree.treeread import tree_state
 
 # The hook server's calls continue the ledger of their last call.
 LEDGERS = LedgerCache()

@@ -45,8 +45,8 @@ from ..base.errors import CorruptLog
 from ..base.ids import Lsn, TreeId
 from ..log.appends import UNTRUSTED
 from ..records.model import Abort, Checkpoint, Commit, Intent, Plan, Record, Unlogged
-from ..worktree.snapshot import tree_state
 from ..worktree.tree import Worktree
+from ..worktree.treeread import tree_state
 
 Source = Literal["step", "exec", "unlogged", "pre"]
 STEP: Source = "step"  # a committed file step (lsn: its intent)

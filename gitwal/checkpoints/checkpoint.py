@@ -26,8 +26,8 @@ from ..log.store import Ref, RunSealed
 from ..records.codec import encode
 from ..records.model import Checkpoint, Commit, Intent, Record, Seal
 from ..run import Run
-from ..worktree.snapshot import tree_state
 from ..worktree.tree import Worktree, blob_id
+from ..worktree.treeread import tree_state
 from .branch_commit import commit_tree
 
 TRAILERS = ("Wal-Run", "Wal-Lsn")

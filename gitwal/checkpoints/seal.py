@@ -23,8 +23,8 @@ from ..changes.ledger import EXPLAINED, Ledger, fold
 from ..log.store import Ref, RunSealed
 from ..records.model import Intent, Seal
 from ..run import Run
-from ..worktree.snapshot import tree_state
 from ..worktree.tree import Worktree
+from ..worktree.treeread import tree_state
 
 __all__ = ["RunSealed", "SealRefused", "SealResult", "seal", "tree_problems"]
 

@@ -19,7 +19,8 @@ from ..base.errors import EXIT_ERROR
 from ..base.repository import open_repository
 from ..log.runs import select_runs
 from ..signing.trust import allowed_signers_file
-from ..verify import Options, Report, RunResult, verify
+from ..verify.checks import Options
+from ..verify.run_checks import Report, RunResult, verify
 from .failures import handled
 from .options import RUN
 from .stdout import emit_json

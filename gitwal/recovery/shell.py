@@ -13,7 +13,8 @@ from ..log.store import Ref
 from ..records.model import REPLAY_SAFE, Abort, Commit, Intent, agent_tag
 from ..together.shell_among import Named, among, left_to_others
 from ..worktree.overwrite import bring_back_tree, describe, found, restore_plan, restore_tree
-from ..worktree.snapshot import tree_state, watched_paths
+from ..worktree.snapshot import watched_paths
+from ..worktree.treeread import tree_state
 from .host import DecisionHost
 from .report import APPLIED, AWAITING_APPROVAL, IN_DOUBT, NOT_APPLIED, Outcome
 

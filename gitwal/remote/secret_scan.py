@@ -29,7 +29,7 @@ from ..log.rewrite import ARCHIVE_PREFIX
 from ..log.segments import Segment, object_kind, read_segment
 from ..records.model import Abort, Checkpoint, Commit, Intent, Plan, Unlogged
 from ..worktree import secrets
-from ..worktree.snapshot import tree_state
+from ..worktree.treeread import tree_state
 
 
 class SecretInLog(WalError):

@@ -4,27 +4,25 @@ One ``principal[,principal...] [options] keytype base64key [comment]`` per
 line (ssh-keygen(1), "ALLOWED SIGNERS"), so one file serves gitwal,
 ``git verify-commit`` and ``ssh-keygen -Y verify``. Parsing fails closed: a
 line that does not parse makes the whole file unusable, as in ssh-keygen.
+Which entry trusts a key is :func:`find_signer`; adding one is
+signing/add_signer.py.
 """
 
 from __future__ import annotations
 
-import errno
-import fcntl
-import os
 import re
-import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..base.durable import atomic_write, create_new, makedirs_durable
-from .errors import BadAllowedSigners, SigningError
+from .errors import BadAllowedSigners
 from .sshwire import DEFAULT_NAMESPACE, fingerprint, parse_public_key
 
-__all__ = ["DEFAULT_NAMESPACE", "AllowedSigner", "find_signer", "load_allowed", "trust_add"]
+__all__ = ["ALLOWED_HELP", "DEFAULT_NAMESPACE", "AllowedSigner", "find_signer", "load_allowed",
+           "parse_allowed"]
 
-_ALLOWED_HELP = "the format is git's gpg.ssh.allowedSignersFile (ssh-keygen(1), ALLOWED SIGNERS)"
+ALLOWED_HELP = "the format is git's gpg.ssh.allowedSignersFile (ssh-keygen(1), ALLOWED SIGNERS)"
 
 
 @dataclass(frozen=True)
@@ -161,7 +159,7 @@ def _parse_allowed_line(text: str, lineno: int) -> AllowedSigner:
     return AllowedSigner(principals, keytype, blob, options, text[after_key:].strip(), lineno)
 
 
-def _parse_allowed(text: str, source: str) -> list[AllowedSigner]:
+def parse_allowed(text: str, source: str) -> list[AllowedSigner]:
     out = []
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
@@ -171,7 +169,7 @@ def _parse_allowed(text: str, source: str) -> list[AllowedSigner]:
             out.append(_parse_allowed_line(line, lineno))
         except ValueError as e:
             raise BadAllowedSigners(f"{source}:{lineno}: {e}",
-                                    f"fix or remove that line; {_ALLOWED_HELP}") from None
+                                    f"fix or remove that line; {ALLOWED_HELP}") from None
     return out
 
 
@@ -189,8 +187,8 @@ def load_allowed(file: Path) -> list[AllowedSigner]:
             f"no allowed signers file at {file}",
             "add a trusted key with `git wal trust add PUBKEY --name NAME`") from None
     except UnicodeDecodeError:
-        raise BadAllowedSigners(f"{file} is not UTF-8 text", _ALLOWED_HELP) from None
-    return _parse_allowed(text, str(file))
+        raise BadAllowedSigners(f"{file} is not UTF-8 text", ALLOWED_HELP) from None
+    return parse_allowed(text, str(file))
 
 
 def _pattern_match(value: str, pattern: str) -> bool:
@@ -238,87 +236,3 @@ def find_signer(
             continue
         return ",".join(entry.principals)
     return None
-
-
-_PRINCIPAL = re.compile(r"[^\s,\"#*?!]+")
-
-
-def trust_add(file: Path, pubkey: str, name: str) -> bool:
-    """Append ``name pubkey`` to an allowed-signers file; False when it is there already.
-
-    ``pubkey`` is a public key line (``ssh-ed25519 AAAA... [comment]``). The
-    file is created with mode 0644 when missing (its directory too). An entry
-    that already names this key for ``name`` is not duplicated. A malformed
-    existing file is refused rather than appended to.
-    """
-    file = Path(file)
-    fields = pubkey.strip().split(None, 2)
-    if len(fields) < 2:
-        raise SigningError(f"not a public key line: {pubkey.strip()[:40]!r}",
-                           "pass the contents of the .pub file: `ssh-ed25519 AAAA... comment`")
-    try:
-        blob = parse_public_key(fields[0], fields[1])
-    except ValueError as e:
-        raise SigningError(f"not a usable public key: {e}",
-                           "pass the contents of the .pub file: `ssh-ed25519 AAAA... comment`"
-                           ) from None
-    if _PRINCIPAL.fullmatch(name) is None:
-        raise SigningError(f"{name!r} cannot be a principal",
-                           "use a name without spaces, commas, quotes, '#' or wildcards, "
-                           "e.g. gitwal@build-host")
-    comment = fields[2].strip() if len(fields) == 3 else ""
-    line = f"{name} {fields[0]} {fields[1]}" + (f" {comment}" if comment else "") + "\n"
-    # The file is replaced, never written in place (gitwal/base/durable.py): a crash
-    # leaves the old list or the new one. A symlink at ``file`` is the user's
-    # own choice of where the list lives: it is kept, and its target replaced.
-    target = Path(os.path.realpath(file))
-    while True:
-        if not os.path.lexists(target):
-            if not target.parent.is_dir():
-                makedirs_durable(target.parent)
-            try:
-                create_new(target, line.encode(), 0o644, "a")
-            except FileExistsError:
-                continue  # another adder created it first: add to theirs
-            return True
-        added = _add_locked(target, blob, name, line)
-        if added is not None:
-            return added
-
-
-def _add_locked(file: Path, blob: bytes, name: str, line: str) -> bool | None:
-    """Add ``line`` to the existing ``file`` unless it names ``blob`` for ``name``
-    already; None when another adder replaced the file meanwhile (try again).
-
-    The flock on the file serialises adders (two must not both decide "not
-    there yet"); the file keeps its mode."""
-    try:
-        fd = os.open(file, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        st = os.fstat(fd)
-        try:
-            now = os.stat(file)
-        except FileNotFoundError:
-            return None
-        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
-            return None  # locked a file another adder has since replaced
-        if not os.access(file, os.W_OK):  # read-only: the owner does not want it changed
-            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(file))
-        current = os.pread(fd, st.st_size, 0) if st.st_size else b""
-        try:
-            entries = _parse_allowed(current.decode("utf-8"), str(file))
-        except UnicodeDecodeError:
-            raise BadAllowedSigners(f"{file} is not UTF-8 text", _ALLOWED_HELP) from None
-        for entry in entries:
-            if entry.public_key == blob and name in entry.principals and not entry.cert_authority:
-                return False
-        if current and not current.endswith(b"\n"):
-            line = "\n" + line
-        atomic_write(file, current + line.encode(), stat.S_IMODE(st.st_mode), "a")
-        return True
-    finally:
-        os.close(fd)
-

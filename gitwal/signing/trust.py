@@ -19,7 +19,7 @@ import pygit2
 from ..base.errors import NotARepository
 from ..base.repository import open_repository
 from ..base.userconfig import config_dir
-from .allowed_signers import trust_add
+from .add_signer import trust_add
 from .errors import KeyExists, SigningError
 from .keys import default_key_path, generate_key, refuse_inside_repository
 from .sshwire import fingerprint, parse_public_key

@@ -8,4 +8,5 @@ live_others.py   which other runs are live; which open steps a rollback leaves a
 shell_among.py   a shell step among other runs: what it notes, what it leaves to them
 order.py         one order of every run's committed steps (`git wal order`)
 schedule.py      the bounded search behind that order
+schedule_state.py  what that search works on: path states, one point and its key
 """

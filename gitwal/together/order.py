@@ -33,8 +33,8 @@ from ..changes.history import Change, changes_of
 from ..log.store import Store
 from ..records.model import Abort, Commit, Intent, Plan, Record
 from ..worktree.overwrite import found
-from ..worktree.snapshot import tree_state
 from ..worktree.tree import Worktree
+from ..worktree.treeread import tree_state
 from .schedule import schedule
 
 __all__ = ["Conflict", "Order", "Step", "common_base", "derive", "order", "since", "steps_of"]

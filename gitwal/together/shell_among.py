@@ -53,7 +53,7 @@ from ..records.model import (
     Unlogged,
 )
 from ..trust.authority import may_act
-from ..worktree.snapshot import tree_state
+from ..worktree.treeread import tree_state
 from .claims import claims_on, now_s
 from .live_others import left_to_others, others_now
 from .open_intents import closed_steps, runs_here

@@ -22,7 +22,7 @@ from ..changes.ledger import Fold, Ledger, Rules
 from ..log.segments import Entry, Failure, object_kind
 from ..records.model import Checkpoint, Plan
 from ..worktree.diskform import CommittedForms
-from ..worktree.snapshot import tree_state
+from ..worktree.treeread import tree_state
 from .replay import TreeView, short
 
 States = dict[str, list[str]]  # path -> the states the log gave it, oldest first

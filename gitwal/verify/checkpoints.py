@@ -16,9 +16,10 @@ from ..log.rewrite import CHECKPOINT_PREFIX
 from ..log.segments import Entry, Failure
 from ..records.model import Checkpoint, Commit, Intent, Plan, Record
 from ..worktree.diskform import CommittedForms
-from ..worktree.snapshot import tree_state
 from ..worktree.tree import blob_id
-from .replay import MAX_PATHS, TreeView, intents_of, is_kind, short
+from ..worktree.treeread import tree_state
+from .objects import is_kind
+from .replay import MAX_PATHS, TreeView, intents_of, short
 
 
 def checkpoint_failures(repo: pygit2.Repository, run: str, history: list[Entry],

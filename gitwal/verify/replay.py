@@ -1,12 +1,15 @@
-"""The checks of `git wal verify` that re-derive what the records claim.
+"""The intent check of `git wal verify`: re-derive what the records claim.
 
-* closing: every commit/abort closes an earlier, open intent, once;
-* intents: a file tool's post ids follow from its pre-images and args;
-* objects: every object a record names is kept alive by the chain.
+A file tool's post ids follow from its pre-images and args; a commit's post
+equals its intent's; an abort restores only what its intent targets. Steps
+that built on a change made outside the log are noted (:func:`drift_notes`).
+Also the pieces the other checks share: :class:`TreeView`, :func:`short`,
+:func:`intents_of`.
 
-The checkpoint checks are in verify/checkpoints.py. All of them read git
-objects only (no working tree), so they run in a bare mirror as well as in
-a clone. Each returns failures; none raises on a bad log.
+The closing check is in verify/closing.py, the objects check in
+verify/objects.py, the checkpoint checks in verify/checkpoints.py. All of
+them read git objects only (no working tree), so they run in a bare mirror
+as well as in a clone. Each returns failures; none raises on a bad log.
 """
 
 from __future__ import annotations
@@ -15,34 +18,25 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import pygit2
-from pygit2.enums import ObjectType
 
 from ..base.errors import WalError
 from ..base.ids import ABSENT, UNKNOWN
 from ..changes import tools
 from ..changes.ledger import EXEC, Fold, Ledger, Rules
-from ..log.segments import Entry, Failure, Segment, object_kind
+from ..log.segments import Entry, Failure
 from ..records.model import (
     AGENT_ARG,
     MISS,
     REPLAY_SAFE,
     REPLAY_UNSAFE,
     Abort,
-    Approval,
-    Checkpoint,
-    Claim,
     Commit,
     Intent,
-    Plan,
-    Record,
-    Seal,
-    Unlogged,
     is_miss,
-    type_name,
     unpredicted,
 )
-from ..worktree.snapshot import tree_state
 from ..worktree.tree import MODE_TREE, Worktree, blob_id
+from ..worktree.treeread import tree_state
 
 MAX_PATHS = 20  # per checkpoint: past this, one line says how many more
 
@@ -67,64 +61,6 @@ def short(oid: str) -> str:
 
 def intents_of(history: Iterable[Entry]) -> dict[int, Intent]:
     return {e.record.lsn: e.record for e in history if isinstance(e.record, Intent)}
-
-
-# -- closing ---------------------------------------------------------------
-
-
-def closing_failures(run: str, history: list[Entry]) -> list[Failure]:
-    """Intents close at most once, by a later record; one open intent, the newest."""
-    out: list[Failure] = []
-    by_lsn = {e.record.lsn: e.record for e in history}
-    closed: dict[int, int] = {}
-    approved: dict[int, int] = {}  # intent -> its approval
-    open_: Intent | None = None
-
-    def fail(reason: str, lsn: int) -> None:
-        out.append(Failure(run, "closing", reason, lsn))
-
-    for e in history:
-        r = e.record
-        if isinstance(r, Plan) and r.lsn != 1:
-            fail(f"a plan record at LSN {r.lsn} (the plan is LSN 1 only)", r.lsn)
-        elif isinstance(r, Intent):
-            if open_ is not None:
-                fail(f"intent LSN {r.lsn} begins while intent LSN {open_.lsn} is still open "
-                     "(at most one intent may be open)", r.lsn)
-            open_ = r
-        elif isinstance(r, (Checkpoint, Claim)) and open_ is not None:
-            fail(f"{type_name(r)} written while intent LSN {open_.lsn} is open", r.lsn)
-        elif isinstance(r, Approval):
-            # The one record that may follow an open intent: an approval of it.
-            if open_ is None or open_.lsn != r.intent or open_.args.get("irreversible") is not True:
-                fail(f"approval of LSN {r.intent}, which is not the open irreversible intent",
-                     r.lsn)
-            else:
-                # Approved again is allowed: an approval another clone wrote is
-                # data here (trust/authority.py), so this clone approves anew.
-                approved.setdefault(r.intent, r.lsn)
-        elif isinstance(r, (Commit, Abort)):
-            kind = type_name(r)
-            target = by_lsn.get(r.intent)
-            if r.intent >= r.lsn:
-                fail(f"{kind} closes LSN {r.intent}, which is not an earlier record", r.lsn)
-            elif not isinstance(target, Intent):
-                what = ("is not in the log" if target is None
-                        else f"is a {type_name(target)} record, not an intent")
-                fail(f"{kind} closes LSN {r.intent}, which {what}", r.lsn)
-            elif r.intent in closed:
-                fail(f"{kind} closes intent LSN {r.intent}, already closed by LSN "
-                     f"{closed[r.intent]}", r.lsn)
-            else:
-                closed[r.intent] = r.lsn
-                if open_ is not None and open_.lsn == r.intent:
-                    open_ = None
-    trailing = [e.record for e in history if e.record.lsn > (open_.lsn if open_ else 0)]
-    if open_ is not None and not all(isinstance(r, Approval) for r in trailing):
-        fail(f"intent LSN {open_.lsn} ({open_.tool} {' '.join(open_.target)}) is never "
-             "closed, yet records follow it (an open intent must be the newest record)",
-             open_.lsn)
-    return out
 
 
 # -- intents ---------------------------------------------------------------
@@ -304,68 +240,3 @@ def _last_given(repo: pygit2.Repository, ledger: Fold, path: str) -> tuple[str, 
     if ledger.checkpoint is not None and ledger.base is not None:
         return tree_state(repo, ledger.base, path), f"checkpoint LSN {ledger.checkpoint}"
     return None
-
-
-# -- objects ---------------------------------------------------------------
-
-
-def named_objects(rec: Record, intents: dict[int, Intent]) -> list[tuple[str, str, ObjectType]]:
-    """(object id, what it is, its type) for every object ``rec`` names."""
-    out: list[tuple[str, str, ObjectType]] = []
-    if isinstance(rec, Intent):
-        if rec.tool == "exec":
-            out.append((rec.pre[0], "pre tree", ObjectType.TREE))
-        else:
-            for path, pre, post in zip(rec.target, rec.pre, rec.post or rec.pre, strict=True):
-                if path in rec.withheld:
-                    continue  # ids only: no append keeps a secret's bytes (docs/format.md)
-                out += [(pre, f"pre-image of {path}", ObjectType.BLOB),
-                        (post, f"post-image of {path}", ObjectType.BLOB)]
-    elif isinstance(rec, Commit):
-        intent = intents.get(rec.intent)
-        if intent is not None and intent.tool == "exec":
-            out += [(p, "post tree", ObjectType.TREE) for p in rec.post]
-        else:
-            paths = intent.target if intent else tuple(f"#{n}" for n in range(len(rec.post)))
-            out += [(p, f"post-image of {t}", ObjectType.BLOB)
-                    for t, p in zip(paths, rec.post, strict=False)
-                    if intent is None or t not in intent.withheld]
-    elif isinstance(rec, Checkpoint):
-        out += [(rec.tree, "checkpoint tree", ObjectType.TREE),
-                (rec.plan, "plan blob", ObjectType.BLOB)]
-    elif isinstance(rec, Seal):
-        out.append((rec.tree, "sealed tree", ObjectType.TREE))
-    elif isinstance(rec, Unlogged):
-        out += [(o, f"observed state of {p}", ObjectType.BLOB)
-                for p, o in zip(rec.paths, rec.observed, strict=False)]
-    return [x for x in out if x[0] not in (ABSENT, UNKNOWN)]
-
-
-def object_failures(repo: pygit2.Repository, run: str, segments: list[Segment],
-                    intents: dict[int, Intent]) -> list[Failure]:
-    """Each named object exists, has its type, and an obj-<oid> entry of this append
-    or an earlier one keeps it (so `git gc` cannot drop it)."""
-    out: list[Failure] = []
-    for seg in segments:
-        kept: set[str] = set()
-        for append in seg.appends:
-            kept |= append.objects
-            for e in append.entries:
-                for oid, what, want in named_objects(e.record, intents):
-                    kind = object_kind(repo, oid)
-                    where = f"LSN {e.record.lsn} names {what} {short(oid)}"
-                    if kind is None:
-                        reason = f"{where}, which is missing from the repository"
-                    elif kind != want:
-                        reason = f"{where}, which is a {kind.name.lower()}"
-                    elif oid not in kept:
-                        reason = (f"{where}, but no obj-{short(oid)} entry of its append "
-                                  f"({append.oid[:12]}) or an earlier one keeps it alive")
-                    else:
-                        continue
-                    out.append(Failure(run, "objects", reason, e.record.lsn))
-    return out
-
-
-def is_kind(repo: pygit2.Repository, oid: str, kind: ObjectType) -> bool:
-    return object_kind(repo, oid) == kind

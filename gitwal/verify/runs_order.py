@@ -24,7 +24,7 @@ from ..base.ids import Lsn
 from ..log.segments import Entry, Failure
 from ..records.model import Checkpoint, Plan
 from ..together.order import Step, common_base, derive, state_in, steps_of
-from ..worktree.snapshot import tree_state
+from ..worktree.treeread import tree_state
 from .replay import short
 
 

@@ -25,8 +25,9 @@ from collections.abc import Collection, Sequence
 from ..base.durable import open_dir_at, rmdir_at
 from ..base.errors import PathRefused
 from ..base.ids import ABSENT
+from .confine import NoParent, lstat_at
 from .overwrite import DIRECTORY, found
-from .tree import NoParent, Worktree, lstat_at
+from .tree import Worktree
 
 __all__ = ["blocked", "clear", "file_state", "is_dir", "order"]
 

@@ -22,7 +22,8 @@ from ..base.crashpoints import crash_point
 from ..base.durable import open_dir_at, rmdir_at, unlink_at
 from ..base.errors import PathRefused, WalError
 from ..base.ids import TreeId
-from .tree import MODE_GITLINK, MODE_TREE, NoParent, Worktree, lstat_at
+from .confine import NoParent, lstat_at
+from .tree import MODE_GITLINK, MODE_TREE, Worktree
 
 
 @dataclass(frozen=True)
