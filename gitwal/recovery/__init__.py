@@ -6,4 +6,7 @@ files.py   the decisions for file tools
 shell.py   the decisions for shell steps
 host.py    what those two need from the recovery pass
 elsewhere.py  other runs' committed steps since this run's last: landed steps, the prompt
+report.py  the recovery report as data (outcomes, drift, committed steps; --json)
+prompt.py  the resume prompt, rendered only from the report
+redo.py    the one-line `git wal` command that performs a logged step again
 """
