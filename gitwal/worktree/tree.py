@@ -24,15 +24,8 @@ from pathlib import Path
 
 import pygit2
 
-from ..base.durable import (
-    TEMP_SUFFIX,
-    mkdir_at,
-    open_dir_at,
-    symlink_at,
-    temp_prefix,
-    unlink_at,
-    write_at,
-)
+from ..base.durable import TEMP_SUFFIX, temp_prefix
+from ..base.durable_at import mkdir_at, open_dir_at, symlink_at, unlink_at, write_at
 from ..base.errors import PathRefused, WalError
 from ..base.ids import ABSENT, BlobId
 from .snapshot import Snapshots
