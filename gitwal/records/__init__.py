@@ -1,8 +1,10 @@
 """Records: what a log holds, and how it is written down.
 
-model.py     the frozen dataclasses of every record and their constants
-codec.py     a record to bytes and bytes to a record (the only encoder)
-validate.py  what a decoded record must satisfy before anything trusts it
+model.py        the frozen dataclasses of every record and their constants
+codec.py        a record to bytes and bytes to a record (the only encoder)
+validate.py     what a decoded record must satisfy before anything trusts it
+intent_args.py  what an intent may ask: a known tool, its arguments' shape
+paths.py        the paths a record may name: normalised, in the tree, never .git
 
 docs/format.md is the normative description of the fields.
 """
