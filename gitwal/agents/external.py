@@ -119,8 +119,8 @@ class External:
             head = self.store.head()
             if head is None:
                 raise UnknownRun(f"no log for run {self.run.id}")
-            # The segment at the head we will append to (log/chain.py keeps the
-            # segments it read: a hook server reads only the appends since).
+            # The segment at the head we will append to (log/readcache.py keeps the
+            # segments Chain read: a hook server reads only the appends since).
             state = Pending(head, self.store.segment(head), [])
             with state.held:
                 yield state
