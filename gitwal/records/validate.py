@@ -233,7 +233,6 @@ def _among(body: dict[str, Any], run: str) -> tuple[Named, Named]:
     return out[0], out[1]
 
 
-
 def _req(body: dict[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
     try:
         value = body[name]
