@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from ..base.ids import ABSENT, UNKNOWN, Lsn, RunId, is_object_id, valid_run_id
+from .intent_args import MULTI_FILE_TOOL, RESTORING_TOOLS, check_intent
 from .model import (
     EXEC_TOOL,
     REPLAY_SAFE,
@@ -30,7 +31,6 @@ from .model import (
     Seal,
     Unlogged,
 )
-from .intent_args import MULTI_FILE_TOOL, RESTORING_TOOLS, check_intent
 from .paths import checked_paths
 
 # a claim's at and ttl (seconds): each below 2**36 (the year 4147), so at + ttl is a date
