@@ -18,7 +18,7 @@ from typing import Any
 
 from .base.errors import WalError
 from .githooks import install as githooks
-from .log.store import list_runs
+from .log.runs import list_runs
 from .wal import Wal
 
 PROBE_TIMEOUT = 60.0  # seconds: a first call may start the hook server

@@ -16,8 +16,8 @@ from .base.errors import CorruptLog, UnknownRun, WalError
 from .base.ids import Lsn, RunId, new_run_id, valid_run_id
 from .base.repository import common_dir, open_repository, wal_dir, worktree_name
 from .log.appends import repair_hint
-from .log.runs import segments_history
-from .log.store import Store, list_runs
+from .log.runs import list_runs, segments_history
+from .log.store import Store
 from .records.model import Plan, Record
 from .signing.signer import configured_signer
 from .status import RunInfo, Status, run_status

@@ -14,7 +14,7 @@ import pytest
 
 from gitwal.base.errors import CorruptLog
 from gitwal.base.ids import CommitId, Lsn, RunId
-from gitwal.log import chain
+from gitwal.log import readcache
 from gitwal.log.chain import Chain
 from gitwal.records.model import Checkpoint, Plan, Record
 
@@ -26,7 +26,7 @@ REF = f"refs/wal/{RUN}"
 
 @pytest.fixture(autouse=True)
 def fresh() -> None:
-    chain._SEGMENTS.clear()
+    readcache.SEGMENTS.clear()
 
 
 def reader(repo: Path) -> Chain:
@@ -34,11 +34,11 @@ def reader(repo: Path) -> Chain:
 
 
 def from_scratch(repo: Path) -> list[Record]:
-    chain._SEGMENTS.clear()
+    readcache.SEGMENTS.clear()
     try:
         return reader(repo).segment()
     finally:
-        chain._SEGMENTS.clear()
+        readcache.SEGMENTS.clear()
 
 
 def count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -105,9 +105,9 @@ def test_a_forged_append_on_a_kept_segment_is_refused(repo: Path) -> None:
 
 
 def test_only_the_newest_used_segments_are_kept() -> None:
-    kept = chain._Segments()
+    kept = readcache.Segments()
     plan = Plan(RunId("r"), Lsn(1), "t", "c" * 40, "main")
-    for i in range(chain.SEGMENTS_KEPT):
+    for i in range(readcache.SEGMENTS_KEPT):
         kept.put(("repo", "r", str(i)), [plan])
     assert kept.get(("repo", "r", "0")) == (plan,)  # used: now the newest
     kept.put(("repo", "r", "new"), [plan])
@@ -119,7 +119,7 @@ def test_the_root_plan_is_found_again_by_walking_only_the_new_appends(
         repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A hook server checks a run's plan at every call: it must not walk the
     whole chain each time (the call's cost would grow with the session)."""
-    chain._ROOT_PLANS.clear()
+    readcache.ROOT_PLANS.clear()
     ok(repo, "begin", "--run", RUN, "--task", "first")
     for i in range(6):
         ok(repo, "apply", "--run", RUN, "write-file", "a.txt", input=f"{i}\n".encode())
@@ -149,7 +149,7 @@ def test_the_root_plan_is_found_again_by_walking_only_the_new_appends(
 
 
 def forward(repo: Path) -> list[Record]:
-    chain._SEGMENTS.clear()
+    readcache.SEGMENTS.clear()
     return list(reader(repo).forward())
 
 

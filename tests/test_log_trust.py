@@ -355,20 +355,20 @@ def test_a_fetched_forged_intent_never_runs_on_resume(tmp_path: Path) -> None:
 
 
 def test_the_decoder_knows_exactly_the_tools_gitwal_has() -> None:
-    """records/validate.py sits below tools.py, so it keeps its own list: keep them equal."""
+    """records/intent_args.py sits below tools.py, so it keeps its own list: keep them equal."""
     from gitwal.changes import tools
-    from gitwal.records import validate
+    from gitwal.records import intent_args
 
-    assert set(validate.FILE_TOOLS) == set(tools.TOOLS)
-    assert {n: t.path_args for n, t in tools.TOOLS.items()} == validate.PATH_ARGS
-    assert tools.RESTORING_TOOLS == validate.RESTORING_TOOLS
-    assert {*tools.TOOLS, *tools.RESTORING_TOOLS, "write_files", "exec"} == validate.KNOWN_TOOLS
+    assert set(intent_args.FILE_TOOLS) == set(tools.TOOLS)
+    assert {n: t.path_args for n, t in tools.TOOLS.items()} == intent_args.PATH_ARGS
+    assert tools.RESTORING_TOOLS == intent_args.RESTORING_TOOLS
+    assert {*tools.TOOLS, *tools.RESTORING_TOOLS, "write_files", "exec"} == intent_args.KNOWN_TOOLS
 
 
 @pytest.mark.parametrize("path", ["", "a\0b", "/abs", "a\\b", "a//b", "a/", "./a", "a/./b",
                                   "..", "a/../b", ".git", ".Git/config", "x/.GIT/y"])
 def test_path_rules_refuse(path: str) -> None:
-    from gitwal.records.validate import path_problem
+    from gitwal.records.paths import path_problem
 
     assert path_problem(path) != ""
 
@@ -376,7 +376,7 @@ def test_path_rules_refuse(path: str) -> None:
 @pytest.mark.parametrize("path", ["a", "a/b.c", "...", ".gitignore", "x/.github/w.yml",
                                   "ü/ñ", "a b"])
 def test_path_rules_accept(path: str) -> None:
-    from gitwal.records.validate import path_problem
+    from gitwal.records.paths import path_problem
 
     assert path_problem(path) == ""
 

@@ -81,7 +81,7 @@ class Appender:
             head = self.store.head()
             if head is None:
                 raise UnknownRun(f"no log for run {self.run.id}")
-            # The segment at the head we will append to (log/chain.py keeps the
+            # The segment at the head we will append to (log/readcache.py keeps the
             # segments it read: a hook server reads only the appends since).
             state = Pending(head, self.store.segment(head), [])
             with state.held:

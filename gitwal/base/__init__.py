@@ -2,7 +2,8 @@
 
 ids.py          distinct types for run ids, LSNs and object ids
 errors.py       WalError (message, hint, exit code) and its kinds
-durable.py      every durable file write (temp file, fsync, rename, fsync of the directory)
+durable.py      every durable file write by path (temp file, fsync, rename, fsync of the directory)
+durable_at.py   the same in the working tree, by directory descriptor, never through a symlink
 repository.py   opening the repository and its working tree as git does
 crashpoints.py  the named points the crash tests kill gitwal at
 seconds.py      a number of seconds a person or caller gave, checked once

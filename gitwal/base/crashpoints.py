@@ -3,7 +3,7 @@
 ``GITWAL_CRASH_AT=<name>`` or ``<name>:<n>`` makes the process SIGKILL itself
 the n-th time (default: first) it reaches the named point. The list of names
 lives in :data:`CRASH_POINTS` and docs/crash-safety.md; every durable write
-(durable.py) and every step of the protocols calls in here.
+(durable.py, durable_at.py) and every step of the protocols calls in here.
 """
 
 from __future__ import annotations

@@ -1,20 +1,18 @@
-"""Every durable write of gitwal goes through here (crash points: crashpoints.py).
+"""Every durable write of gitwal goes through here or durable_at.py (crash
+points: crashpoints.py).
 
-Invariant: when :func:`atomic_write` or :func:`write_at` returns, the file
-holds the new bytes on stable storage and its directory entry is durable; a
-crash at any instant before that leaves either the old file or the new one,
-never a mix (except at the ``mid-write`` crash point, which simulates a
-non-atomic writer on purpose).
+Invariant: when :func:`atomic_write` or :func:`~gitwal.base.durable_at.write_at`
+returns, the file holds the new bytes on stable storage and its directory
+entry is durable; a crash at any instant before that leaves either the old
+file or the new one, never a mix (except at the ``mid-write`` crash point,
+which simulates a non-atomic writer on purpose).
 
-Two families: :func:`atomic_write` takes a path and serves gitwal's own files
-(under ``.git``, in the user's config); the ``*_at`` functions take a directory
-descriptor and a single name and serve the working tree, whose directories a
-hostile repository or a running command may swap for symlinks at any moment
-(gitwal/worktree/tree.py opens the descriptor one component at a time). They never
-follow a symlink at the name, and their temp files have unpredictable names
-created with ``O_EXCL``, so a planted file or link cannot redirect a write.
+Two families: this module takes a path and serves gitwal's own files (under
+``.git``, in the user's config); durable_at.py takes a directory descriptor
+and a single name and serves the working tree, whose directories may be
+swapped for symlinks at any moment. Both name their temp files with
+:func:`temp_name` and write them with :func:`write_fd`.
 """
-
 from __future__ import annotations
 
 import os
@@ -78,8 +76,6 @@ def makedirs_durable(path: Path, mode: int | None = None) -> None:
         fsync_dir(d.parent)
 
 
-# Opens a directory without following a symlink at the name (ELOOP/ENOTDIR).
-O_DIR_NOFOLLOW = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 TEMP_SUFFIX = ".walt"
 
 
@@ -97,7 +93,8 @@ def temp_name(name: str, tag: str) -> str:
     return temp_prefix(name, tag) + secrets.token_hex(8) + TEMP_SUFFIX
 
 
-def _write_fd(fd: int, data: bytes, mode: int) -> None:
+def write_fd(fd: int, data: bytes, mode: int) -> None:
+    """Write all of ``data`` to the new file ``fd``, give it ``mode``, fsync it."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
@@ -108,7 +105,8 @@ def _write_fd(fd: int, data: bytes, mode: int) -> None:
 def atomic_write(path: Path, data: bytes, mode: int = 0o644, tag: str = "w") -> None:
     """Replace ``path`` with ``data``: temp file, fsync, rename, fsync directory.
 
-    For gitwal's own files; working-tree paths go through :func:`write_at`."""
+    For gitwal's own files; working-tree paths go through
+    :func:`~gitwal.base.durable_at.write_at`."""
     if crash_due("mid-write"):
         _torn_write(path, data)
     place(path, data, mode, tag)
@@ -125,7 +123,7 @@ def place(path: Path, data: bytes, mode: int = 0o644, tag: str = "w") -> None:
                  0o600)
     try:
         try:
-            _write_fd(fd, data, mode)
+            write_fd(fd, data, mode)
         finally:
             os.close(fd)
         os.replace(tmp, path)
@@ -154,67 +152,6 @@ def replace_cache(path: Path, data: bytes) -> None:
         tmp.unlink(missing_ok=True)  # a cache that cannot be written is rebuilt next time
 
 
-def open_dir_at(dir_fd: int, name: str) -> int:
-    """Open the directory ``name`` in ``dir_fd``; a symlink there is not followed
-    (OSError ELOOP or ENOTDIR)."""
-    return os.open(name, O_DIR_NOFOLLOW, dir_fd=dir_fd)
-
-
-def mkdir_at(dir_fd: int, name: str) -> int:
-    """Create the directory ``name`` in ``dir_fd`` durably; returns it opened."""
-    os.mkdir(name, 0o777, dir_fd=dir_fd)
-    os.fsync(dir_fd)
-    return open_dir_at(dir_fd, name)
-
-
-def write_at(dir_fd: int, name: str, data: bytes, mode: int = 0o644, tag: str = "w") -> None:
-    """Replace the entry ``name`` of ``dir_fd`` with a file holding ``data``.
-
-    A fresh ``O_EXCL|O_NOFOLLOW`` temp file in the same directory, fsync,
-    ``renameat`` over ``name`` (which replaces a symlink there, never writes
-    through it; a directory there makes it fail), fsync of the directory. On
-    any error the temp file is removed: nothing is left behind but by a crash.
-    """
-    if crash_due("mid-write"):
-        _torn_write_at(dir_fd, name, data)
-    tmp = temp_name(name, tag)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o600, dir_fd=dir_fd)
-    try:
-        try:
-            _write_fd(fd, data, mode)
-        finally:
-            os.close(fd)
-        os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    except BaseException:
-        try:
-            os.unlink(tmp, dir_fd=dir_fd)
-        except OSError:
-            pass
-        raise
-    os.fsync(dir_fd)
-
-
-def symlink_at(target: bytes, dir_fd: int, name: str) -> None:
-    """Create the symlink ``name -> target`` in ``dir_fd`` durably (the name must
-    be free)."""
-    os.symlink(target, name, dir_fd=dir_fd)
-    os.fsync(dir_fd)
-
-
-def unlink_at(dir_fd: int, name: str) -> None:
-    """Remove the non-directory ``name`` of ``dir_fd`` (a symlink itself, never
-    its target) durably."""
-    os.unlink(name, dir_fd=dir_fd)
-    os.fsync(dir_fd)
-
-
-def rmdir_at(dir_fd: int, name: str) -> None:
-    """Remove the empty directory ``name`` of ``dir_fd`` durably."""
-    os.rmdir(name, dir_fd=dir_fd)
-    os.fsync(dir_fd)
-
-
 def unlink_durable(path: Path) -> None:
     """Remove a file and make the removal durable."""
     os.unlink(path)
@@ -230,17 +167,6 @@ def _torn_write(path: Path, data: bytes) -> NoReturn:
     die()
 
 
-def _torn_write_at(dir_fd: int, name: str, data: bytes) -> NoReturn:
-    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o644, dir_fd=dir_fd)
-    try:
-        os.write(fd, data[: max(1, len(data) // 2)])
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    die()
-
-
 def create_once(path: Path, data: bytes, mode: int = 0o600) -> bool:
     """Create ``path`` durably with ``data`` unless it exists; True if this call made it.
 
@@ -250,7 +176,7 @@ def create_once(path: Path, data: bytes, mode: int = 0o600) -> bool:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.walt")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        _write_fd(fd, data, mode)
+        write_fd(fd, data, mode)
     finally:
         os.close(fd)
     try:
@@ -279,7 +205,7 @@ def create_new(path: Path, data: bytes, mode: int = 0o600, tag: str = "n") -> No
                  0o600)
     try:
         try:
-            _write_fd(fd, data, mode)
+            write_fd(fd, data, mode)
         finally:
             os.close(fd)
         try:
@@ -291,32 +217,9 @@ def create_new(path: Path, data: bytes, mode: int = 0o600, tag: str = "n") -> No
                          os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                          0o600)
             try:
-                _write_fd(fd, data, mode)
+                write_fd(fd, data, mode)
             finally:
                 os.close(fd)
     finally:
         tmp.unlink(missing_ok=True)
     fsync_dir(path.parent)
-
-
-def create_new_at(dir_fd: int, name: str, data: bytes, mode: int = 0o600,
-                  tag: str = "n") -> None:
-    """:func:`create_new` for the working tree: the name ``name`` of ``dir_fd``
-    is created durably, or FileExistsError when it is taken (a symlink too),
-    never replaced or written through (an ``O_EXCL|O_NOFOLLOW`` temp file,
-    fsynced, then linkat(2), then fsync of the directory)."""
-    tmp = temp_name(name, tag)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o600, dir_fd=dir_fd)
-    try:
-        try:
-            _write_fd(fd, data, mode)
-        finally:
-            os.close(fd)
-        os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
-    finally:
-        try:
-            os.unlink(tmp, dir_fd=dir_fd)
-        except OSError:
-            pass
-    os.fsync(dir_fd)

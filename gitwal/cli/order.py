@@ -10,7 +10,7 @@ import pygit2
 from ..base.display import safe
 from ..base.errors import EXIT_ERROR, WalError
 from ..base.repository import open_repository
-from ..log.store import list_runs
+from ..log.runs import list_runs
 from ..together.order import order
 from ..together.order import since as runs_since
 from ..wal import Wal

@@ -6,7 +6,7 @@ the tree's root one component at a time, each directory opened with
 ``O_NOFOLLOW`` too, at the moment of the read or write: a symlink anywhere on
 the way is refused (:class:`UnsafeFile`), so a committed ``.claude ->
 ../outside`` or ``.claude/settings.json -> ~/.aws/credentials`` is never read,
-copied into the tree, or written through. Writes use durable.py's ``*_at``
+copied into the tree, or written through. Writes use durable_at.py's ``*_at``
 functions, the same as every other write to the tree (worktree/tree.py).
 
 A :class:`File` of the user's own (``top`` None: under the home directory, in
@@ -28,17 +28,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..base.durable import (
-    atomic_write,
-    create_new,
-    create_new_at,
-    makedirs_durable,
-    mkdir_at,
-    open_dir_at,
-    unlink_at,
-    unlink_durable,
-    write_at,
-)
+from ..base.durable import atomic_write, create_new, makedirs_durable, unlink_durable
+from ..base.durable_at import create_new_at, mkdir_at, open_dir_at, unlink_at, write_at
 from ..base.errors import WalError
 
 MAX_BYTES = 1 << 20  # 1 MiB: far above any settings file, far below harm

@@ -2,6 +2,9 @@
 
 store.py          the one writer of refs/wal/*: appends by compare-and-swap
 chain.py          reads a run's chain back, newest first, checking its links
+chaincheck.py     the rules a chain obeys: plan or checkpoint first, dense LSNs, closings
+forward.py        the walk that reads a chain oldest first, holding ids, not records
+readcache.py      what a process keeps of the runs it read, by commit id
 appends.py        reads one append commit: its records, decoded and checked
 segments.py       the tolerant reader that names what is damaged
 packwrite.py      each append's objects as one kept pack (gc cannot take them)

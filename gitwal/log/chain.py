@@ -3,13 +3,13 @@
 Every record is validated as it is read (docs/format.md): a corrupt or
 foreign record stops the read with :class:`CorruptLog`, it is never trusted.
 One append commit is read by appends.py; writing lives in store.py, the only
-writer of ``refs/wal/*``.
+writer of ``refs/wal/*``. The rules a chain obeys are chaincheck.py's, the
+oldest-first walk is forward.py's (the base of :class:`Chain`), and what a
+process keeps of the runs it read is readcache.py's.
 """
 
 from __future__ import annotations
 
-import re
-import threading
 from collections.abc import Iterator
 
 import pygit2
@@ -17,15 +17,14 @@ import pygit2
 from ..base.errors import CorruptLog, UnknownRun
 from ..base.ids import CommitId, RunId
 from ..records.codec import decode
-from ..records.model import Abort, Checkpoint, Commit, Intent, Plan, Record, type_name
-from .appends import UNTRUSTED, AppendReader
+from ..records.model import Checkpoint, Plan, Record
+from .appends import UNTRUSTED
+from .chaincheck import ChainCheck
+from .forward import ForwardWalk
+from .readcache import HEADS, ROOT_PLANS, SEGMENTS
 
-SEGMENTS_KEPT = 16  # segments a process keeps (see _Segments)
-# The message of an append whose last record is a checkpoint (records.model.summary).
-_CHECKPOINT_MESSAGE = re.compile(rb"wal [0-9]+ checkpoint ")
 
-
-class Chain(AppendReader):
+class Chain(ForwardWalk):
     """Reads and validates the records of one run."""
 
     def __init__(self, repo: pygit2.Repository, run: RunId) -> None:
@@ -79,57 +78,12 @@ class Chain(AppendReader):
         of the segment (as :class:`~gitwal.changes.ledger.Fold` does)."""
         head = self._require_head() if head is None else head
         self.check_named(self._commit(head))
-        kept = _SEGMENTS.get((self.repo.path, self.run, head))
+        kept = SEGMENTS.get((self.repo.path, self.run, head))
         if kept is not None:  # read before by this process (and validated)
             yield from kept
             return
         for rec, _data in self._read_forward(head, to_checkpoint=True):
             yield rec
-
-    def _read_forward(self, head: CommitId, to_checkpoint: bool
-                      ) -> Iterator[tuple[Record, bytes]]:
-        """(record, bytes) from the root (or, ``to_checkpoint``, from the newest
-        checkpoint the messages name) to ``head``, each checked as it is read."""
-        ids = self._ids_newest_first(head, to_checkpoint)
-        check = ChainCheck(self.ref_name)
-        for end in range(len(ids), 0, -40):
-            batch = self._tree_raw(ids[end - 40 : end - 20].hex(),
-                                   pygit2.Oid(raw=bytes(ids[end - 20 : end])))
-            if to_checkpoint and end == len(ids):
-                cps = [i for i, (r, _) in enumerate(batch) if isinstance(r, Checkpoint)]
-                batch = batch[cps[-1] :] if cps else batch
-            for rec, data in batch:
-                check(rec)
-                yield rec, data
-
-    def _ids_newest_first(self, head: CommitId, to_checkpoint: bool = False) -> bytearray:
-        """The raw ids of every append from ``head`` back to the root (or, with
-        ``to_checkpoint``, to the append whose message names a checkpoint),
-        each commit id followed by its tree id (40 bytes per append, newest
-        first: 4 MB for 100,000 appends), read from the raw commits; a missing
-        commit or a second parent raises as in a walk."""
-        ids = bytearray()
-        odb = self.repo.odb
-        oid: str | None = head
-        while oid is not None:
-            try:
-                kind, data = odb.read(oid)
-            except (KeyError, ValueError, pygit2.GitError):
-                self._commit(oid)  # raises, naming the missing commit
-                raise
-            if kind != pygit2.enums.ObjectType.COMMIT or not data.startswith(b"tree "):
-                self._commit(oid)  # raises: not a commit
-                raise self._corrupt(oid, "the append commit cannot be parsed")
-            ids += bytes.fromhex(oid)
-            ids += bytes.fromhex(data[5:45].decode())
-            if to_checkpoint and _CHECKPOINT_MESSAGE.match(data, data.find(b"\n\n") + 2):
-                break
-            # "tree <hex>\n" then zero or more "parent <hex>\n" lines.
-            parents = data[46:].split(b"\nauthor ", 1)[0]
-            if parents.count(b"parent ") > 1:
-                raise self._corrupt(oid, "an append commit has more than one parent")
-            oid = parents[7:47].decode() if parents.startswith(b"parent ") else None
-        return ids
 
     def segment(self, head: CommitId | None = None) -> list[Record]:
         """Records from the newest checkpoint on (all records if there is none),
@@ -137,20 +91,21 @@ class Chain(AppendReader):
 
         The cost depends on the records after the checkpoint only: the walk
         stops at the append commit that holds the checkpoint, or earlier, at
-        an append whose segment this process read before (:data:`_SEGMENTS`):
-        a process that reads a run again and again (the hook server, the MCP
-        server) reads only what was appended since.
+        an append whose segment this process read before
+        (:data:`~gitwal.log.readcache.SEGMENTS`): a process that reads a run
+        again and again (the hook server, the MCP server) reads only what was
+        appended since.
         """
         head = self._require_head() if head is None else head
         key = (self.repo.path, self.run, head)
-        kept = _SEGMENTS.get(key)
+        kept = SEGMENTS.get(key)
         if kept is not None:
             # The newest append is the one a concurrent prune can hit: its
             # objects are checked on every read, as a walk would.
             self.check_named(self._commit(head))
             return list(kept)
         records = self._read_segment(head)
-        _SEGMENTS.put(key, records)
+        SEGMENTS.put(key, records)
         return records
 
     def _read_segment(self, head: CommitId) -> list[Record]:
@@ -175,7 +130,7 @@ class Chain(AppendReader):
             if not parents:
                 break
             oid = str(parents[0])
-            kept = _SEGMENTS.get((self.repo.path, self.run, CommitId(oid)))
+            kept = SEGMENTS.get((self.repo.path, self.run, CommitId(oid)))
             if kept is not None:
                 base = kept
                 break
@@ -209,7 +164,7 @@ class Chain(AppendReader):
         plan (a commit id fixes its whole ancestry, so the root is the same):
         a long-lived process walks only the appends made since."""
         key = (self.repo.path, self.run)
-        known = _ROOT_PLANS.get(key)
+        known = ROOT_PLANS.get(key)
         oid = head
         while True:
             if known is not None and oid == known[0]:
@@ -221,7 +176,7 @@ class Chain(AppendReader):
                 plan = self.plan(self._commit_records(commit)[0])
                 break
             oid = CommitId(str(parents[0]))
-        _ROOT_PLANS[key] = (head, plan)
+        ROOT_PLANS[key] = (head, plan)
         return plan
 
     def _require_head(self) -> CommitId:
@@ -285,12 +240,12 @@ class Chain(AppendReader):
         if self._newest is not None and self._newest[0] == head:
             return list(self._newest[1])
         key = (self.repo.path, self.run)
-        known = _HEADS.get(key)
+        known = HEADS.get(key)
         if known is not None and known[0] == head:
             records = list(known[1])
         else:
             records = self._commit_records(self._commit(head))
-            _HEADS[key] = (head, tuple(records))
+            HEADS[key] = (head, tuple(records))
         self._newest = (head, records)
         return list(records)
 
@@ -302,90 +257,3 @@ class Chain(AppendReader):
     def validated(self, head: CommitId) -> list[tuple[Record, bytes]]:
         """Every record from ``head`` back to the root, validated as a chain."""
         return self._walk(head, stop_at_checkpoint=False)
-
-
-class ChainCheck:
-    """The records of a chain, fed oldest first, are a chain: a plan (LSN 1)
-    or checkpoint first, LSNs dense and in order, every closing closes an
-    earlier open intent, once.
-
-    Readers fold the chain into "intent -> its closing"; a closing that names
-    the plan, a checkpoint, itself, a later LSN or an intent closed already
-    would make that fold lie (or fail), so it is refused here."""
-
-    def __init__(self, ref_name: str) -> None:
-        self.ref_name = ref_name
-        self._next: int | None = None
-        self._open: set[int] = set()
-
-    def empty(self) -> None:
-        raise CorruptLog(
-            f"log {self.ref_name}: the chain does not start with a plan or checkpoint",
-            "the ref does not hold a gitwal log",
-        )
-
-    def __call__(self, rec: Record) -> None:
-        if self._next is None:
-            if not isinstance(rec, (Plan, Checkpoint)):
-                self.empty()
-            if isinstance(rec, Plan) and rec.lsn != 1:
-                raise CorruptLog(f"log {self.ref_name}: the plan is not LSN 1", UNTRUSTED)
-            self._next = rec.lsn
-        if rec.lsn != self._next:
-            raise CorruptLog(
-                f"log {self.ref_name}: expected LSN {self._next}, found {rec.lsn} "
-                "(a record is missing, duplicated or out of order)",
-                "the chain was rewritten outside gitwal; do not resume from it",
-            )
-        self._next += 1
-        if isinstance(rec, Intent):
-            self._open.add(rec.lsn)
-        elif isinstance(rec, (Commit, Abort)):
-            if rec.intent not in self._open:
-                raise CorruptLog(
-                    f"log {self.ref_name} LSN {rec.lsn}: the {type_name(rec)} closes "
-                    f"LSN {rec.intent}, which is not an earlier open intent of the log",
-                    UNTRUSTED,
-                )
-            self._open.discard(rec.intent)
-
-
-class _Segments:
-    """The segments this process read, by (repository, run, head commit).
-
-    A commit id names its whole chain, so a kept segment is exact for its head
-    and is never invalidated: an append, a compaction or a repair moves the
-    ref to another commit, which is another key. Only the newest
-    :data:`SEGMENTS_KEPT` used are kept. Thread-safe: the hook server reads
-    runs from several threads.
-    """
-
-    def __init__(self) -> None:
-        self._kept: dict[tuple[str, str, str], tuple[Record, ...]] = {}
-        self._guard = threading.Lock()
-
-    def get(self, key: tuple[str, str, str]) -> tuple[Record, ...] | None:
-        with self._guard:
-            kept = self._kept.pop(key, None)
-            if kept is not None:
-                self._kept[key] = kept  # now the newest used
-            return kept
-
-    def put(self, key: tuple[str, str, str], records: list[Record]) -> None:
-        with self._guard:
-            self._kept.pop(key, None)
-            self._kept[key] = tuple(records)
-            while len(self._kept) > SEGMENTS_KEPT:
-                del self._kept[next(iter(self._kept))]  # the least recently used
-
-    def clear(self) -> None:
-        with self._guard:
-            self._kept.clear()
-
-
-_SEGMENTS = _Segments()
-# (repository, run) -> (an append, the run's plan): see Chain.root_plan.
-_ROOT_PLANS: dict[tuple[str, str], tuple[str, Plan]] = {}
-# (repository, run) -> (its newest append read, that append's records): see
-# Chain.head_records.
-_HEADS: dict[tuple[str, str], tuple[str, tuple[Record, ...]]] = {}

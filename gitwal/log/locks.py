@@ -17,11 +17,13 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal
 
 import pygit2
 
 from ..base.durable import makedirs_durable
 from ..base.errors import EXIT_LOCK_TIMEOUT, RunBusy
+from ..base.ids import RunId
 from ..base.repository import common_dir
 from ..base.seconds import seconds
 
@@ -139,3 +141,32 @@ def _try(fd: int) -> bool:
     except BlockingIOError:
         return False
     return True
+
+
+class RunLocking:
+    """The run lock of a :class:`gitwal.log.store.Store`, which provides these
+    (it sets :attr:`wait_timeout` and :attr:`notify`)."""
+
+    repo: pygit2.Repository
+    run: RunId
+    wait_timeout: float | Literal["config"] | None
+    notify: Callable[[str], None]
+
+    @contextmanager
+    def locked(self, wait: bool = True, timeout: float | None = None) -> Iterator[None]:
+        """Hold this run's advisory lock: one live gitwal writer per run.
+
+        The kernel drops the lock when the holder dies (even by SIGKILL), so a
+        ``refs/wal/<run>.lock`` found while we hold it is stale by definition.
+        ``wait``: False refuses at once when the lock is held; otherwise wait
+        up to ``timeout`` seconds (None: :attr:`wait_timeout`), saying after a
+        second who holds it (:func:`run_lock`).
+        """
+        limit = timeout if timeout is not None else (
+            config_wait_timeout(self.repo) if self.wait_timeout == "config"
+            else self.wait_timeout)
+        if limit is not None:  # a caller's number: NaN or 1e300 must not reach the wait
+            limit = seconds(limit, "the wait timeout", "pass a number of seconds", zero=True)
+        with run_lock(lock_dir(self.repo) / f"{self.run}.lock", self.run, wait, limit,
+                      self.notify):
+            yield

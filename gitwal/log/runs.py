@@ -1,7 +1,7 @@
 """Which runs a repository holds, and which ones a command means.
 
 Core, used alike by verify, push and fetch: a live log is ``refs/wal/<run>``
-(store.list_runs); a dropped or compacted run may live on only in
+(:func:`list_runs`); a dropped or compacted run may live on only in
 ``refs/wal-archive/<run>/<n>``.
 """
 
@@ -14,8 +14,15 @@ from ..base.ids import RunId, valid_run_id
 from ..base.repository import wal_dir
 from ..records.codec import encode
 from ..records.model import Record
+from .appends import REF_PREFIX
 from .rewrite import ARCHIVE_PREFIX
-from .store import Store, list_runs
+from .store import Store
+
+
+def list_runs(repo: pygit2.Repository) -> list[RunId]:
+    """Run ids with a log, oldest first (run ids sort by time)."""
+    names = [r[len(REF_PREFIX) :] for r in repo.references if r.startswith(REF_PREFIX)]
+    return [RunId(n) for n in sorted(names)]
 
 
 def all_runs(repo: pygit2.Repository) -> list[str]:

@@ -20,14 +20,14 @@ Invariants kept here:
 Rewrites of the chain (compaction, drop, repair) are in rewrite.py, whose
 :class:`~gitwal.log.rewrite.ChainSurgery` this module's :class:`Store` extends.
 
-The run lock and exec command locks (command_locks.py) live in the common
-git dir, seen from every worktree (locks.py).
+The run lock (locks.py) and exec command locks (command_locks.py) live in
+the common git dir, seen from every worktree; their mixins, like rewrite.py's,
+are bases of :class:`Store` and move no ref themselves.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -39,14 +39,12 @@ from ..base.durable import fsync_dir
 from ..base.errors import RunBusy, WalError
 from ..base.ids import CommitId, RunId
 from ..base.repository import common_dir
-from ..base.seconds import seconds
 from ..records.codec import encode
 from ..records.model import Record, Seal, summary
-from .appends import REF_PREFIX
 from .authorship import attach
 from .command_locks import CommandLocks
 from .keepalive import AppendLost, gather_loose, head_tree, merge_packs, pruned
-from .locks import config_wait_timeout, lock_dir, run_lock, tell
+from .locks import RunLocking, tell
 from .packwrite import (
     BLOB,
     COMMIT,
@@ -87,9 +85,11 @@ class Ref:
     is_tree: bool = False
 
 
-class Store(ChainSurgery, CommandLocks):
+class Store(ChainSurgery, CommandLocks, RunLocking):
     """Appends to (and, through :class:`Chain`, reads) the records of one run;
-    rewrites of its chain: :class:`~gitwal.log.rewrite.ChainSurgery`."""
+    rewrites of its chain: :class:`~gitwal.log.rewrite.ChainSurgery`; its
+    locks: :class:`~gitwal.log.command_locks.CommandLocks`,
+    :class:`~gitwal.log.locks.RunLocking`."""
 
     def __init__(self, repo: pygit2.Repository, run: RunId,
                  signer: Signer | None = None) -> None:
@@ -107,25 +107,6 @@ class Store(ChainSurgery, CommandLocks):
         self.notify: Callable[[str], None] = tell  # says who holds the lock while we wait
 
     # -- writing -----------------------------------------------------------
-
-    @contextmanager
-    def locked(self, wait: bool = True, timeout: float | None = None) -> Iterator[None]:
-        """Hold this run's advisory lock: one live gitwal writer per run.
-
-        The kernel drops the lock when the holder dies (even by SIGKILL), so a
-        ``refs/wal/<run>.lock`` found while we hold it is stale by definition.
-        ``wait``: False refuses at once when the lock is held; otherwise wait
-        up to ``timeout`` seconds (None: :attr:`wait_timeout`), saying after a
-        second who holds it (gitwal/log/locks.py).
-        """
-        limit = timeout if timeout is not None else (
-            config_wait_timeout(self.repo) if self.wait_timeout == "config"
-            else self.wait_timeout)
-        if limit is not None:  # a caller's number: NaN or 1e300 must not reach the wait
-            limit = seconds(limit, "the wait timeout", "pass a number of seconds", zero=True)
-        with run_lock(lock_dir(self.repo) / f"{self.run}.lock", self.run, wait, limit,
-                      self.notify):
-            yield
 
     def stale_ref_lock(self) -> Path | None:
         """A leftover ``refs/wal/<run>.lock`` (call only while holding :meth:`locked`)."""
@@ -305,9 +286,3 @@ class Store(ChainSurgery, CommandLocks):
 
     def _moved_msg(self) -> str:
         return f"the log {self.ref_name} moved while this process was appending"
-
-
-def list_runs(repo: pygit2.Repository) -> list[RunId]:
-    """Run ids with a log, oldest first (run ids sort by time)."""
-    names = [r[len(REF_PREFIX) :] for r in repo.references if r.startswith(REF_PREFIX)]
-    return [RunId(n) for n in sorted(names)]

@@ -33,7 +33,8 @@ from ..base.ids import CommitId, Lsn
 from ..changes.ledger import Rules, changes
 from ..log.authorship import foreign_command
 from ..log.chain import Chain
-from ..log.store import Ref, Store, list_runs
+from ..log.runs import list_runs
+from ..log.store import Ref, Store
 from ..records.codec import to_dict
 from ..records.model import EXEC_TOOL, Abort, Approval, Intent, Plan, Record, agent_tag
 from ..together.claims import now_s, run_claims

@@ -32,7 +32,7 @@ from ..base.repository import common_dir, worktree_name
 from ..log.chain import Chain
 from ..log.locks import tell
 from ..records.model import Record
-from ..records.validate import path_problem
+from ..records.paths import path_problem
 from ..trust.authority import may_act
 from .claimfold import Live, fold_into, held_at
 from .open_intents import open_step_on

@@ -21,7 +21,7 @@ from ..base.errors import WalError
 from ..base.ids import CommitId, RunId
 from ..base.repository import worktree_name
 from ..log.chain import Chain
-from ..log.store import list_runs
+from ..log.runs import list_runs
 from ..records.model import EXEC_TOOL, Commit, Intent, agent_tag
 from .pathlocks import BUSY_HINT, PathBusy, busy_message
 

@@ -14,7 +14,7 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..base.durable import open_dir_at
+from ..base.durable_at import open_dir_at
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..base.durable import mkdir_at, open_dir_at
+from ..base.durable_at import mkdir_at, open_dir_at
 from ..base.errors import PathRefused
 
 PATH_HINT = "give a path relative to the top of the working tree, inside it"

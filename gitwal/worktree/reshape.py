@@ -22,7 +22,7 @@ import os
 import stat
 from collections.abc import Collection, Sequence
 
-from ..base.durable import open_dir_at, rmdir_at
+from ..base.durable_at import open_dir_at, rmdir_at
 from ..base.errors import PathRefused
 from ..base.ids import ABSENT
 from .confine import NoParent, lstat_at

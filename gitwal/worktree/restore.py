@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import pygit2
 
 from ..base.crashpoints import crash_point
-from ..base.durable import open_dir_at, rmdir_at, unlink_at
+from ..base.durable_at import open_dir_at, rmdir_at, unlink_at
 from ..base.errors import PathRefused, WalError
 from ..base.ids import TreeId
 from .confine import NoParent, lstat_at

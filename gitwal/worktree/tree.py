@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pygit2
 
-from ..base.durable import TEMP_SUFFIX, symlink_at, temp_prefix, unlink_at, write_at
+from ..base.durable import TEMP_SUFFIX, temp_prefix
+from ..base.durable_at import symlink_at, unlink_at, write_at
 from ..base.errors import PathRefused, WalError
 from ..base.ids import ABSENT, BlobId
 from .confine import LINK_HINT, PATH_HINT, ConfinedPaths, NoParent, lstat_at
