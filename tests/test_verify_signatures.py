@@ -26,9 +26,9 @@ from gitwal.base.ids import Lsn, RunId
 from gitwal.records.codec import encode
 from gitwal.records.model import Seal, Unlogged
 from gitwal.signing.add_signer import trust_add
-from gitwal.signing.appends import signature_problems
 from gitwal.signing.commits import create_signed_commit
 from gitwal.signing.keys import generate_key, load_key
+from gitwal.trust.signatures import signature_problems
 
 from .conftest import git, init_repo, ok, sealed, wal
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from ..base.durable import atomic_write, makedirs_durable
 from ..base.errors import WalError
 from ..base.repository import open_repository
-from ..signing.appends import signature_problems
+from ..trust.signatures import signature_problems
 from .managers import Manager, detect
 
 HOOKS = ("pre-commit", "reference-transaction")  # a working repository's

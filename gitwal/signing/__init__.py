@@ -1,5 +1,6 @@
 """Signed appends: keys, the SSH signature format, trusted signers, and the
-checks of signed append commits (docs/security.md).
+checks of signed append commits (docs/security.md), which trust/signatures.py
+makes.
 
 sshwire.py          SSH wire encoding and public key blobs
 sshsig.py           SSH signatures (OpenSSH PROTOCOL.sshsig): sign, verify, armor
@@ -9,6 +10,5 @@ add_signer.py       a trusted key added to an allowed-signers file (`git wal tru
 trust.py            where keys and trust live; `git wal keygen` and `trust`
 commits.py          signed git commits, as `git commit -S` writes them with gpg.format=ssh
 signer.py           the signer the log layer is handed, its key loaded on first use
-appends.py          signature checks of append commits (verify, server-side hooks)
 errors.py           the failures of keys, trust and signatures
 """

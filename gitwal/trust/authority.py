@@ -117,7 +117,7 @@ def origin(repo: pygit2.Repository, record: Record, append: str | None = None) -
     if written_here(repo, record):
         return Origin.HERE
     if append is not None:
-        from ..signing.appends import commit_problem  # cryptography: see _allowed
+        from .signatures import commit_problem  # cryptography: see _allowed
 
         allowed = _allowed(repo)
         if allowed and commit_problem(repo, append, allowed, require_signed=True) is None:

@@ -13,7 +13,7 @@ in turn yields failures over the loaded run:
   (``theirs``) or claims (``claimed``) is in those runs' logs (shell_among.py);
 * ``branch``: the branch's diff from the base is explained by the log;
 * ``signature``: append signatures verify and come from trusted keys
-  (signing/appends.py; with an allowed-signers file or ``require_signed``);
+  (trust/signatures.py; with an allowed-signers file or ``require_signed``);
 * ``seal``: seals are last, link to the append they follow and name the tree
   the log explains; with ``require_sealed`` every run ends in one
   (verify/seal.py).

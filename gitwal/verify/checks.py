@@ -18,8 +18,8 @@ from ..base.errors import WalError
 from ..changes.history import log_problems
 from ..log.segments import Entry, Failure, Segment
 from ..records.model import Checkpoint, Intent, Plan, Record
-from ..signing.appends import signature_failures
 from ..together.shell_among import check_named
+from ..trust.signatures import signature_failures
 from .branch import branch_failures, logged_states, resolve
 from .checkpoints import checkpoint_failures
 from .closing import closing_failures

@@ -10,7 +10,7 @@
   the only trace of the cut.
 
 Whether the seal's signature is valid and trusted is the ``signature``
-check's job (signing/appends.py), which every append goes through.
+check's job (trust/signatures.py), which every append goes through.
 """
 
 from __future__ import annotations

@@ -21,11 +21,11 @@ from pathlib import Path
 import pygit2
 
 from ..log.segments import Failure, Segment
-from .allowed_signers import AllowedSigner, find_signer, load_allowed
-from .commits import commit_signature
-from .errors import BadSignature
-from .sshsig import verify
-from .sshwire import DEFAULT_NAMESPACE, fingerprint
+from ..signing.allowed_signers import AllowedSigner, find_signer, load_allowed
+from ..signing.commits import commit_signature
+from ..signing.errors import BadSignature
+from ..signing.sshsig import verify
+from ..signing.sshwire import DEFAULT_NAMESPACE, fingerprint
 
 __all__ = ["NOT_SIGNED", "commit_problem", "signature_failures", "signature_problems"]
 
