@@ -55,6 +55,8 @@ EXAMPLES: dict[str, str] = {
          "git wal order"),
         ("only the runs that began on main's current commit or later, as JSON",
          "git wal order --since main --json"),
+        ("every run on the remote (several machines), read without integrating them",
+         "git wal order --remote origin"),
     ),
     "undo": _examples(
         ("see what undoing the newest step would change, then do it",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 import pygit2
@@ -11,6 +12,7 @@ from ..base.display import safe
 from ..base.errors import EXIT_ERROR, WalError
 from ..base.repository import open_repository
 from ..log.runs import list_runs
+from ..remote.fetch import remote_heads
 from ..together.order import order
 from ..together.order import since as runs_since
 from ..wal import Wal
@@ -24,12 +26,21 @@ from .stdout import emit_json
               help="Only the runs whose base is REF or a commit after it (default: every run).")
 @click.option("--no-replay", is_flag=True,
               help="Do not compare the replayed post-states with the working tree.")
+@click.option("--remote", metavar="NAME",
+              help="Order every run the remote holds (fetched for reading only) instead of "
+                   "this clone's.")
 @JSON
 @handled
-def order_(since: str | None, no_replay: bool, as_json: bool) -> None:
+def order_(since: str | None, no_replay: bool, remote: str | None, as_json: bool) -> None:
     """One order of every run's committed steps, from their hashes; conflicts named."""
     repo = open_repository(".", "run `git wal order` inside a clone")
-    runs = [str(r) for r in list_runs(repo)]
+    heads: dict[str, str] | None = None
+    if remote is not None:
+        remote, heads = remote_heads(Path("."), remote)
+        repo = open_repository(".")  # reopened: the fetched objects are visible
+        runs = sorted(heads)
+    else:
+        runs = [str(r) for r in list_runs(repo)]
     base = None
     if since is not None:
         try:
@@ -37,10 +48,10 @@ def order_(since: str | None, no_replay: bool, as_json: bool) -> None:
         except (KeyError, ValueError, pygit2.GitError):
             raise WalError(f"no commit named {since!r}",
                            "pass a branch, tag or commit id") from None
-        runs = runs_since(repo, runs, base)
-    found = order(repo, runs, None if no_replay else Wal(".").wt, base)
+        runs = runs_since(repo, runs, base, heads)
+    found = order(repo, runs, None if no_replay else Wal(".").wt, base, heads)
     if as_json:
-        emit_json(found.to_dict() | {"runs": runs})
+        emit_json(found.to_dict() | {"runs": runs, "remote": remote})
     else:
         for step in found.steps:
             paths = sorted({c.path for c in step.changes})

@@ -108,6 +108,33 @@ def _integrate_once(repo: pygit2.Repository, run: str, ref: str, theirs: str) ->
     return RefOutcome(ref, "diverged", f"written once, but {_describe_split(repo, ours, theirs)}")
 
 
+def _mirror(cwd: Path, name: str, run: str | None) -> None:
+    """The remote's logs (or ``run``'s alone) copied into the staging namespace."""
+    specs = fetch_refspecs(name, run)
+    proc = progress.run_git(cwd, ["fetch", "--no-tags", "--prune", "--no-write-fetch-head",
+                                  "--recurse-submodules=no", name, *specs],
+                            f"fetching from {name}")
+    if proc.returncode != 0:
+        raise WalError(f"git fetch {name} failed: {last_line(proc.stderr)}",
+                       "check the remote's URL and your access (`git remote -v`); "
+                       "no local log was changed")
+
+
+def remote_heads(cwd: Path, remote: str | None) -> tuple[str, dict[str, str]]:
+    """The remote's runs and the head of each one's live log, fetched into the
+    staging namespace only: no local log moves, and what was fetched stays data
+    (read, never acted on)."""
+    name = resolve_remote(cwd, remote)
+    _mirror(cwd, name, None)
+    repo = open_repository(cwd, BARE_OK)
+    heads = {}
+    for ref, oid in _staged(repo, name).items():
+        where = split_ref(ref)
+        if where is not None and where[0] == LIVE_PREFIX and valid_run_id(where[1]):
+            heads[where[1]] = oid
+    return name, heads
+
+
 def fetch(cwd: Path, remote: str | None, offline: bool = False,
           run: str | None = None) -> Transfer:
     """Fetch the remote's logs (or ``run``'s alone) into the staging namespace,
@@ -117,14 +144,7 @@ def fetch(cwd: Path, remote: str | None, offline: bool = False,
         raise WalError(f"invalid run id {run!r}",
                        "run ids are letters, digits, '.', '_' and '-' (`git wal runs`)")
     if not offline:
-        specs = fetch_refspecs(name, run)
-        proc = progress.run_git(cwd, ["fetch", "--no-tags", "--prune", "--no-write-fetch-head",
-                                      "--recurse-submodules=no", name, *specs],
-                                f"fetching from {name}")
-        if proc.returncode != 0:
-            raise WalError(f"git fetch {name} failed: {last_line(proc.stderr)}",
-                           "check the remote's URL and your access (`git remote -v`); "
-                           "no local log was changed")
+        _mirror(cwd, name, run)
     repo = open_repository(cwd, BARE_OK)  # opened after the fetch: its objects are visible
     staged = _staged(repo, name)
     if run is not None:

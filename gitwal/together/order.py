@@ -21,14 +21,14 @@ Nothing is written: the log is read, the tree is only hashed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pygit2
 
 from ..base.errors import UnknownRun
-from ..base.ids import Lsn, RunId
+from ..base.ids import CommitId, Lsn, RunId
 from ..changes.history import Change, changes_of
 from ..log.store import Store
 from ..records.model import Abort, Commit, Intent, Plan, Record
@@ -88,13 +88,15 @@ class Order:
 
 
 def steps_of(repo: pygit2.Repository, run: str,
-             records: Iterable[tuple[Record, int]] | None = None) -> list[Step]:
-    """The committed steps of ``run``, in LSN order, from its live log or from
-    ``records`` read from it, each with the time of the append that carried it."""
+             records: Iterable[tuple[Record, int]] | None = None,
+             head: str | None = None) -> list[Step]:
+    """The committed steps of ``run``, in LSN order, from its live log (or the
+    chain at ``head``, a fetched copy's) or from ``records`` read from it,
+    each with the time of the append that carried it."""
     if records is None:
         store = Store(repo, RunId(run))
-        head = store.head()
-        appends = [] if head is None else list(store.appends(head))
+        tip = store.head() if head is None else CommitId(head)
+        appends = [] if tip is None else list(store.appends(tip))
         records = ((r, c.commit_time) for c, batch in reversed(appends) for r in batch)
     opened: dict[int, Intent] = {}
     out: list[Step] = []
@@ -234,12 +236,16 @@ def derive(runs: Iterable[Sequence[Step]], base: Callable[[str], str] | None = N
 
 
 def order(repo: pygit2.Repository, runs: Sequence[str], wt: Worktree | None = None,
-          base: str | None = None) -> Order:
+          base: str | None = None, heads: Mapping[str, str] | None = None) -> Order:
     """The order of ``runs``' committed steps from ``base`` (a commit id; default:
-    the runs' common plan base); with ``wt``, the replay check."""
+    the runs' common plan base); with ``wt``, the replay check. With ``heads``,
+    each run is read at the head given (a remote's copy, fetched), not at its
+    live ref."""
+    at = heads or {}
     if base is None:
-        base = common_base(repo, (plan_of(repo, r).base for r in runs))
-    steps, conflicts = derive((steps_of(repo, r) for r in runs), state_in(repo, base))
+        base = common_base(repo, (plan_of(repo, r, at.get(r)).base for r in runs))
+    steps, conflicts = derive((steps_of(repo, r, head=at.get(r)) for r in runs),
+                              state_in(repo, base))
     differ: list[str] = []
     if wt is not None:
         last: dict[str, str] = {}
@@ -250,19 +256,20 @@ def order(repo: pygit2.Repository, runs: Sequence[str], wt: Worktree | None = No
     return Order(steps, conflicts, tuple(differ))
 
 
-def plan_of(repo: pygit2.Repository, run: str) -> Plan:
+def plan_of(repo: pygit2.Repository, run: str, at: str | None = None) -> Plan:
     store = Store(repo, RunId(run))
-    head = store.head()
+    head = store.head() if at is None else CommitId(at)
     if head is None:
         raise UnknownRun(f"no run {run!r} in this repository", "`git wal runs` lists the runs")
     return store.root_plan(head)
 
 
-def since(repo: pygit2.Repository, runs: Iterable[str], base: str) -> list[str]:
+def since(repo: pygit2.Repository, runs: Iterable[str], base: str,
+          heads: Mapping[str, str] | None = None) -> list[str]:
     """The runs that began on ``base`` or on a commit after it."""
     out = []
     for r in runs:
-        began = plan_of(repo, r).base
+        began = plan_of(repo, r, (heads or {}).get(r)).base
         if began == base or _after(repo, began, base):
             out.append(r)
     return out
