@@ -46,7 +46,7 @@ _PUSHED = {"*": "created", " ": "updated", "+": "compacted", "=": "up-to-date",
            "!": "rejected", "-": "deleted"}
 
 
-def _porcelain(stdout: str) -> dict[str, RefOutcome]:
+def porcelain(stdout: str) -> dict[str, RefOutcome]:
     """`git push --porcelain` lines: ``<flag>\\t<src>:<dst>\\t<summary>``."""
     out = {}
     for line in stdout.splitlines():
@@ -70,7 +70,7 @@ def _push_batch(cwd: Path, remote: str, refs: Sequence[str],
         proc = progress.run_git(cwd, [*args, remote, *[f"{ref}:{ref}" for ref in batch]],
                                 f"pushing to {remote}")
         messages += [ln.rstrip() for ln in proc.stderr.splitlines() if ln.startswith("remote:")]
-        seen = _porcelain(proc.stdout)
+        seen = porcelain(proc.stdout)
         if not seen and proc.returncode != 0:
             raise WalError(f"git push to {remote} failed: {last_line(proc.stderr)}",
                            "check the remote's URL and your access (`git remote -v`); "
