@@ -37,7 +37,8 @@ class Setup:
 
 
 def _pusher_pid(clone: Path) -> int | None:
-    """The pusher serving ``clone``'s origin, while one holds its lock."""
+    """The pusher serving ``clone``'s origin, while one holds its lock (a
+    pusher just started writes its pid there first thing: waited for)."""
     lock = clone / ".git" / "wal" / "replica" / "origin" / "pusher.lock"
     try:
         fd = os.open(lock, os.O_RDONLY)
@@ -47,8 +48,11 @@ def _pusher_pid(clone: Path) -> int | None:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            text = lock.read_text().strip()
-            return int(text) if text else None
+            end = time.monotonic() + DEADLINE
+            while not (text := lock.read_text().strip()):
+                assert time.monotonic() < end, "a pusher holds its lock but never said its pid"
+                time.sleep(0.01)
+            return int(text)
         return None
     finally:
         os.close(fd)
@@ -310,3 +314,26 @@ def test_a_bad_setting_fails_before_the_step(http: Setup) -> None:
     assert "Traceback" not in proc.stderr
     assert (http.clone / "a.txt").read_text() == "0\n"
     assert json.loads(ok(http.clone, "status", "--json"))["records"] == 1
+
+
+def test_a_compacted_run_is_left_to_git_wal_push_then_followed(http: Setup) -> None:
+    run = ok(http.clone, "begin", "--task", "compacted").strip()
+    step(http.clone, "1\n")
+    ok(http.clone, "checkpoint", "-m", "one step")
+    step(http.clone, "2\n")
+    until("on the remote", lambda: remote(http.clone)["behind"] == 0)
+    before = remote_head(http.bare, run)
+    ok(http.clone, "compact")
+    step(http.clone, "3\n")
+    until("an error", lambda: remote(http.clone)["error"] is not None)
+    state = remote(http.clone)
+    assert f"run {run} was compacted here" in state["error"]
+    assert f"git wal push origin --run {run}" in state["error"]
+    assert remote_head(http.bare, run) == before  # not replaced by replication
+    pushed = json.loads(ok(http.clone, "push", "origin", "--run", run, "--json"))
+    assert any(r["ref"] == f"refs/wal/{run}" and r["status"] == "compacted"
+               for r in pushed["refs"]), pushed
+    step(http.clone, "4\n")  # replication follows the compacted chain from there
+    until("caught up", lambda: remote(http.clone)["behind"] == 0
+          and remote(http.clone)["error"] is None)
+    assert remote_head(http.bare, run) == local_head(http.clone, run)

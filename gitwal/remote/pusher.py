@@ -5,15 +5,18 @@ of every run behind on the remote, one `git push` for them all, so a remote
 slower than the steps gets many appends in one push.
 
 At most one runs per clone and remote: it holds ``pusher.lock`` (flock) in
-``<common-dir>/wal/replica/<remote>/`` while it lives, and reads the FIFO
-``wake`` there, to which every append writes a byte. It retries a push the
+``<common-dir>/wal/replica/<remote>/`` while it lives (taken by the process
+that starts it, before it starts), and reads the FIFO ``wake`` there, to
+which every append writes a byte. It retries a push the
 transport failed (backing off, for at most :data:`RETRY_FOR` seconds without
 progress), and exits after ``wal.remote.linger`` idle seconds.
 
-No lost wake-up: an append moves its ref, then opens the FIFO; the pusher
-closes the FIFO, releases its lock, then looks at every run again. An append
-whose open came before the close is seen by that look; one after it finds no
-reader and starts a new pusher.
+No lost wake-up: an append moves its ref, then opens the FIFO, and when no
+one reads it, starts a pusher unless the lock is held. The pusher opens the
+FIFO before its first look at the runs; before it exits it closes the FIFO,
+releases its lock, then looks at every run again. An append that found the
+lock held is seen by that first or last look; one that took the lock starts
+a new pusher.
 """
 
 from __future__ import annotations
@@ -126,17 +129,28 @@ def _locked(fd: int) -> bool:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         return False
-    os.ftruncate(fd, 0)  # who holds it, for people and tests: never trusted
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    _held_by_us(fd)
     return True
 
 
+def _held_by_us(fd: int) -> None:
+    os.ftruncate(fd, 0)  # who holds it, for people and tests: never trusted
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+
+
 def main(argv: list[str]) -> int:
+    """``COMMON-DIR REMOTE [FD]``: FD, the pusher's lock, taken by the process
+    that started this one (replicate.start_pusher); else it is taken here."""
     common, remote = Path(argv[0]), argv[1]
     d = replica_dir(common, remote)
-    alive = os.open(d / "pusher.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    if not _locked(alive):
-        return 0  # another pusher serves this remote
+    if len(argv) > 2:
+        alive = int(argv[2])
+        os.set_inheritable(alive, False)
+        _held_by_us(alive)
+    else:
+        alive = os.open(d / "pusher.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        if not _locked(alive):
+            return 0  # another pusher serves this remote
     log = os.open(d / "pusher.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     os.dup2(log, 2)
     try:

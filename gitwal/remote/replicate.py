@@ -14,6 +14,7 @@ compacted here is left to `git wal push`, which handles compaction.
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import signal
 import stat
@@ -135,16 +136,27 @@ def wake(common: Path, remote: str) -> None:
 
 
 def start_pusher(common: Path, remote: str) -> None:
-    """A detached pusher (its own session, no terminal, every other fd closed);
-    of two started at once, one keeps the lock and the other exits."""
+    """A detached pusher (its own session, no terminal, every other fd closed),
+    unless one is alive (starting, serving, or about to look once more before
+    it exits: each sees this append). The pusher's lock is taken here and
+    handed to it, so no second one starts while it imports."""
     for proc in list(_started):
         if proc.poll() is not None:
             _started.remove(proc)
-    replica_dir(common, remote)
-    _started.append(subprocess.Popen(
-        [sys.executable, "-m", "gitwal.remote.pusher", str(common), remote],
-        cwd=common, env=git_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True))
+    d = replica_dir(common, remote)
+    fd = os.open(d / "pusher.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return
+        _started.append(subprocess.Popen(
+            [sys.executable, "-m", "gitwal.remote.pusher", str(common), remote, str(fd)],
+            cwd=common, env=git_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
+            pass_fds=(fd,)))
+    finally:
+        os.close(fd)  # the pusher holds the lock now (or nobody, if it did not start)
 
 
 # -- one push ------------------------------------------------------------------------
@@ -165,7 +177,13 @@ def push_runs(repo: pygit2.Repository, remote: str, runs: Iterable[str],
         if state.seen == head:
             out[run] = state
         elif state.seen is not None and not ancestor_or_same(repo, state.seen, head):
-            out[run] = _refused(repo, remote, run, state, head)
+            # Compacted here, or diverged: unless the remote moved to a head
+            # the local log extends (`git wal push` sent the compacted chain).
+            now = _theirs(repo, remote, run, state, head, deadline, pushed=False)
+            if isinstance(now, RunState):
+                out[run] = now
+            else:
+                todo[run] = (head, _seen(state, now))
         else:
             todo[run] = (head, state)
     for _round in range(2):  # the second: the heads the remote turned out to have
@@ -177,6 +195,10 @@ def push_runs(repo: pygit2.Repository, remote: str, runs: Iterable[str],
     for run, state in out.items():
         save(common, remote, run, state)
     return out
+
+
+def _seen(state: RunState, theirs: str | None) -> RunState:
+    return RunState(theirs, state.error, state.error_at, state.error_head, state.retry)
 
 
 def _refused(repo: pygit2.Repository, remote: str, run: str, state: RunState,
@@ -218,28 +240,30 @@ def _push(repo: pygit2.Repository, remote: str, todo: dict[str, tuple[str, RunSt
             if isinstance(adopted, RunState):
                 out[run] = adopted
             else:
-                again[run] = (head, RunState(adopted, state.error, state.error_at,
-                                             state.error_head, state.retry))
+                again[run] = (head, _seen(state, adopted))
     return again
 
 
 def _theirs(repo: pygit2.Repository, remote: str, run: str, state: RunState, head: str,
-            deadline: float) -> RunState | str | None:
-    """After a refusal: the remote's head when the local log extends it (push
-    again from there), else the run's error."""
+            deadline: float, pushed: bool = True) -> RunState | str | None:
+    """After a refusal (``pushed``), or before a push the last head seen there
+    forbids: the remote's head when the local log extends it (push again from
+    there: `git wal push` sent it, or a killed pusher's push landed), else
+    the run's error."""
     code, stdout, stderr = _git(["git", f"--git-dir={common_dir(repo)}", "ls-remote", remote,
                                  LIVE + run], _cwd(repo), deadline)
     if code != 0:
-        return failed(state, f"the push was refused and {remote} could not be read: "
-                             f"{stderr}", head, retry=True)
+        return failed(state, f"{remote} could not be read: {stderr}", head, retry=True)
     theirs = next((line.split("\t")[0] for line in stdout.splitlines()
-                   if line.endswith("\t" + LIVE + run)), None)
+                   if line.split("\t")[-1] == LIVE + run), None)
     if theirs == head:
         return RunState(seen=head)
-    if theirs == state.seen:  # refused for another reason (a server hook)
-        return failed(state, f"{remote} refused refs/wal/{run}: {stderr}", head, retry=False)
+    if theirs == state.seen:
+        if pushed:  # refused for another reason (a server hook)
+            return failed(state, f"{remote} refused refs/wal/{run}: {stderr}", head, retry=False)
+        return _refused(repo, remote, run, state, head, theirs)
     if theirs is None or ancestor_or_same(repo, theirs, head):
-        return theirs  # e.g. sent by `git wal push`: still a fast-forward from there
+        return theirs
     return _refused(repo, remote, run, state, head, theirs)
 
 
