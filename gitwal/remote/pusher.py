@@ -78,8 +78,9 @@ def _fifo(d: Path) -> Path:
     try:
         os.mkfifo(path, 0o600)
     except FileExistsError:
-        if not stat.S_ISFIFO(os.lstat(path).st_mode):  # not ours: a FIFO takes its place
-            os.unlink(path)
+        if not stat.S_ISFIFO(os.lstat(path).st_mode):
+            # Not ours: kept aside, never removed; a FIFO takes its name.
+            os.rename(path, d / f"wake.not-a-fifo.{time.time_ns()}")
             os.mkfifo(path, 0o600)
     return path
 
