@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from gitwal import NotOnRemote, Wal
+
 from .conftest import git, init_repo, ok, wait_exit, wal
 from .gitservers import GitServer, HttpGitServer
 
@@ -230,18 +232,21 @@ def test_commit_durability_fails_the_step_when_the_remote_is_down(http: Setup) -
     assert "\nhint: nothing is lost" in proc.stderr
     err = json.loads(proc.stdout)
     assert err["kind"] == "NotOnRemote" and err["exit_code"] == 5
-    # The step is committed locally, nothing open, nothing lost.
+    # The API says the same: no StepResult "committed" for it.
+    with pytest.raises(NotOnRemote, match=r"LSN 6 .* not on the remote origin"):
+        Wal(http.clone).run().apply("write_file", path="a.txt", content=b"2b\n")
+    # The steps are committed locally, nothing open, nothing lost.
     rows = [json.loads(line) for line in ok(http.clone, "log", "--json").splitlines()]
     assert [(r["lsn"], r.get("status")) for r in rows if r["type"] == "intent"] == [
-        (2, "committed"), (4, "committed")]
-    assert (http.clone / "a.txt").read_text() == "2\n"
+        (2, "committed"), (4, "committed"), (6, "committed")]
+    assert (http.clone / "a.txt").read_text() == "2b\n"
     st = json.loads(ok(http.clone, "status", "--json"))
-    assert st["open"] == [] and st["remote"]["behind"] == 2 and st["remote"]["error"]
+    assert st["open"] == [] and st["remote"]["behind"] == 4 and st["remote"]["error"]
     http.server.start()
     out = ok(http.clone, "apply", "write-file", "a.txt", input=b"3\n")
     assert out.strip().endswith("committed")
     assert remote_head(http.bare, run) == local_head(http.clone, run)
-    assert len(subjects(http.bare, f"refs/wal/{run}")) == 7
+    assert len(subjects(http.bare, f"refs/wal/{run}")) == 9
 
 
 def test_commit_durability_waits_at_most_the_timeout(http: Setup) -> None:
