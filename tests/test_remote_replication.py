@@ -26,6 +26,7 @@ from gitwal import NotOnRemote, Wal
 
 from .conftest import git, init_repo, ok, wait_exit, wal
 from .gitservers import GitServer, HttpGitServer
+from .test_json_schema import check
 
 DEADLINE = 90.0  # seconds: a loaded two-core machine
 
@@ -242,6 +243,8 @@ def test_commit_durability_fails_the_step_when_the_remote_is_down(http: Setup) -
     assert (http.clone / "a.txt").read_text() == "2b\n"
     st = json.loads(ok(http.clone, "status", "--json"))
     assert st["open"] == [] and st["remote"]["behind"] == 4 and st["remote"]["error"]
+    check(st, "status")  # docs/json-schema: the remote's fields, an error set
+    check(json.loads(ok(http.clone, "runs", "--json"))[0], "run_info")
     http.server.start()
     out = ok(http.clone, "apply", "write-file", "a.txt", input=b"3\n")
     assert out.strip().endswith("committed")
