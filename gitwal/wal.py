@@ -20,6 +20,7 @@ from .log.appends import repair_hint
 from .log.runs import list_runs, segments_history
 from .log.store import Store
 from .records.model import Plan, Record
+from .remote.refs import resolve_remote
 from .remote.replica_state import choose_remote, remote_state
 from .remote.replicate import Replication
 from .signing.signer import configured_signer
@@ -69,8 +70,6 @@ class Wal:
                            "pick another --run id, or omit --run for a fresh one")
         self.replication.check()
         if remote is not None:
-            from .remote.refs import resolve_remote
-
             choose_remote(self.repo, rid, resolve_remote(Path(self.wt.root), remote))
         store.replica = self.replication
         branch = None if self.repo.head_is_detached else self.repo.head.shorthand

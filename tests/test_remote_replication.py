@@ -11,9 +11,11 @@ test opens when it is ready.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -345,3 +347,24 @@ def test_a_compacted_run_is_left_to_git_wal_push_then_followed(http: Setup) -> N
     until("caught up", lambda: remote(http.clone)["behind"] == 0
           and remote(http.clone)["error"] is None)
     assert remote_head(http.bare, run) == local_head(http.clone, run)
+
+
+def test_a_log_holding_a_secret_is_not_replicated(http: Setup) -> None:
+    """Replication asks the check `git wal push` asks: a log that keeps an
+    untracked secret-looking file's bytes is not sent, and status says why."""
+    git(http.clone, "config", "--unset", "wal.remote")
+    git(http.clone, "config", "wal.secretDefaults", "false")  # a log written the old way
+    run = ok(http.clone, "begin", "--task", "old way").strip()
+    ok(http.clone, "apply", "ensure-line", ".env", "TOKEN=1")
+    git(http.clone, "config", "--unset", "wal.secretDefaults")
+    git(http.clone, "config", "wal.remote", "origin")
+    step(http.clone, "1\n")  # an append with the remote set wakes the pusher
+    until("refused", lambda: "refusing to push run" in (remote(http.clone)["error"] or ""))
+    st = remote(http.clone)
+    assert ".env" in st["error"] and "wal.secretPattern" in st["error"]
+    assert st["behind"] > 0
+    assert remote_head(http.bare, run) is None
+    secret = hashlib.sha1(b"blob 8\0TOKEN=1\n").hexdigest()
+    assert git(http.clone, "cat-file", "-t", secret).strip() == "blob"  # kept here
+    missing = subprocess.run(["git", "cat-file", "-e", secret], cwd=http.bare)
+    assert missing.returncode != 0  # never sent

@@ -166,6 +166,10 @@ def push_runs(repo: pygit2.Repository, remote: str, runs: Iterable[str],
               deadline: float) -> dict[str, RunState]:
     """Push each run's newest head to ``remote`` (one `git push` for all), the
     caller holding the push lock; every run's new state, saved durably."""
+    # Loaded only where a push is made (the pusher, a commit-durable step):
+    # every command opens a Wal, and `status` must not pay for the log readers.
+    from .secret_scan import refusal
+
     common = common_dir(repo)
     out: dict[str, RunState] = {}
     todo: dict[str, tuple[str, RunState]] = {}
@@ -176,6 +180,8 @@ def push_runs(repo: pygit2.Repository, remote: str, runs: Iterable[str],
         head, state = str(ref.target), load(common, remote, run)
         if state.seen == head:
             out[run] = state
+        elif (leak := refusal(repo, [run])) is not None:  # as `git wal push` refuses it
+            out[run] = failed(state, f"{leak.message} (hint: {leak.hint})", head, retry=False)
         elif state.seen is not None and not ancestor_or_same(repo, state.seen, head):
             # Compacted here, or diverged: unless the remote moved to a head
             # the local log extends (`git wal push` sent the compacted chain).
