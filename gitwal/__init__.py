@@ -22,11 +22,13 @@ from .base.errors import (
     EXIT_ERROR,
     EXIT_IN_DOUBT,
     EXIT_LOCK_TIMEOUT,
+    EXIT_NOT_ON_REMOTE,
     EXIT_OK,
     EXIT_USAGE,
     CorruptLog,
     InDoubt,
     NotARepository,
+    NotOnRemote,
     PathRefused,
     RunBusy,
     StepFailed,
@@ -49,8 +51,9 @@ if TYPE_CHECKING:
     from .wal import Wal
 
 __all__ = [
-    "EXIT_ERROR", "EXIT_IN_DOUBT", "EXIT_LOCK_TIMEOUT", "EXIT_OK", "EXIT_USAGE",
-    "BlobId", "CommitId", "CorruptLog", "InDoubt", "Lsn", "NotARepository", "PathRefused",
+    "EXIT_ERROR", "EXIT_IN_DOUBT", "EXIT_LOCK_TIMEOUT", "EXIT_NOT_ON_REMOTE", "EXIT_OK",
+    "EXIT_USAGE", "BlobId", "CommitId", "CorruptLog", "InDoubt", "Lsn", "NotARepository",
+    "NotOnRemote", "PathRefused",
     "Report", "Run", "RunBusy", "RunId", "RunInfo", "Status", "StepFailed", "StepResult",
     "ToolRefused", "TreeId", "UnknownRun", "Wal", "WalError", "approve", "redo", "render",
     "resolve", "undo",

@@ -31,7 +31,8 @@ def status(st: Status) -> dict[str, Any]:
             "open": list(st.open), "next_lsn": st.next_lsn,
             "checkpoint": st.checkpoint, "unlogged": list(st.unlogged),
             "prediction_miss": list(st.prediction_miss), "sealed": st.sealed,
-            "worktree": worktree(st.worktree)}
+            "worktree": worktree(st.worktree),
+            "remote": None if st.remote is None else st.remote.to_dict()}
 
 
 def run_info(info: RunInfo) -> dict[str, Any]:
@@ -39,7 +40,8 @@ def run_info(info: RunInfo) -> dict[str, Any]:
     return {"run": info.run, "task": info.task, "records": info.records,
             "open": list(info.open), "current": info.current,
             "worktree": worktree(info.worktree), "damaged": info.damaged,
-            "claims": [claim(c) for c in info.claims]}
+            "claims": [claim(c) for c in info.claims],
+            "remote": None if info.remote is None else info.remote.to_dict()}
 
 
 def claim(c: Live) -> dict[str, Any]:

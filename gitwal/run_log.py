@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from .base.errors import RunBusy, StepFailed
 from .base.ids import CommitId, Lsn, RunId
 from .log.store import Ref, Store
-from .records.model import Approval, Intent, Record, agent_tag
+from .records.model import Approval, Commit, Intent, Record, agent_tag
 from .trust.authority import may_act
 from .worktree.tree import Worktree
 
@@ -99,6 +99,11 @@ class RunLog:
         return self._next()
 
     def _close(self, head: CommitId, record: Record, refs: Sequence[Ref] = ()) -> CommitId:
-        """Append the commit or abort record that closes the open intent."""
-        return self.store.append([record], refs, head)
+        """Append the commit or abort record that closes the open intent; a
+        commit waits for the remote when ``wal.remote.durability`` is ``commit``
+        (:class:`~gitwal.base.errors.NotOnRemote` when it did not take it)."""
+        new = self.store.append([record], refs, head)
+        if isinstance(record, Commit) and self.store.replica is not None:
+            self.store.replica.hold(self.id, new, f"LSN {record.intent}")
+        return new
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from .base.ids import Lsn, RunId
 from .log.store import Store
 from .records.model import Abort, Checkpoint, Commit, Intent, Seal, Unlogged
+from .remote.replica_state import RemoteState
 from .together.claims import Live
 
 
@@ -24,6 +25,7 @@ class RunInfo:
     worktree: tuple[str, str] | None = None  # (name, path) the run is bound to
     damaged: str | None = None  # why the log cannot be read (`git wal repair RUN`)
     claims: tuple[Live, ...] = ()  # live claims (claims.py)
+    remote: RemoteState | None = None  # its replication (docs/remote-runs.md); None: no remote
 
     @property
     def open_intents(self) -> tuple[Lsn, ...]:
@@ -46,6 +48,7 @@ class Status:
     prediction_miss: tuple[Lsn, ...] = ()
     sealed: Lsn | None = None  # LSN of the seal: the run is finished, nothing may follow
     worktree: tuple[str, str] | None = None  # (name, path) the run is bound to; None: unbound
+    remote: RemoteState | None = None  # its replication (docs/remote-runs.md); None: no remote
 
     @property
     def missed(self) -> tuple[Lsn, ...]:

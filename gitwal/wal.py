@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,9 @@ from .log.appends import repair_hint
 from .log.runs import list_runs, segments_history
 from .log.store import Store
 from .records.model import Plan, Record
+from .remote.refs import resolve_remote
+from .remote.replica_state import choose_remote, remote_state
+from .remote.replicate import Replication
 from .signing.signer import configured_signer
 from .status import RunInfo, Status, run_status
 from .together.claims import now_s, run_claims
@@ -42,13 +46,17 @@ class Wal:
         # GIT_WORK_TREE, linked worktrees), not the git dir's parent.
         self.repo = open_repository(path)
         self.wt = Worktree(self.repo)
+        # Every store opened here tells it of its appends (docs/remote-runs.md).
+        self.replication = Replication(self.repo)
 
     # -- runs ------------------------------------------------------------
 
     def begin(
-        self, task: str = "", run_id: str | None = None, steps: Sequence[str] = ()
+        self, task: str = "", run_id: str | None = None, steps: Sequence[str] = (),
+        remote: str | None = None,
     ) -> Run:
-        """Start a run: write its plan (LSN 1) and make it current."""
+        """Start a run: write its plan (LSN 1) and make it current; ``remote``:
+        replicate this run's appends there (else to ``wal.remote``, if set)."""
         rid = RunId(run_id) if run_id else new_run_id()
         if not valid_run_id(rid):
             raise WalError(f"invalid run id {rid!r}",
@@ -60,6 +68,10 @@ class Wal:
         if store.exists():
             raise WalError(f"run {rid} already exists",
                            "pick another --run id, or omit --run for a fresh one")
+        self.replication.check()
+        if remote is not None:
+            choose_remote(self.repo, rid, resolve_remote(Path(self.wt.root), remote))
+        store.replica = self.replication
         branch = None if self.repo.head_is_detached else self.repo.head.shorthand
         plan = Plan(rid, Lsn(1), task, str(self.repo.head.target), branch, tuple(steps),
                     (worktree_name(self.repo), str(self.wt.root)))
@@ -96,7 +108,9 @@ class Wal:
             raise UnknownRun(f"no run {rid}", "list runs with `git wal runs`")
         if wait_timeout is not None:
             store.wait_timeout = wait_timeout
+        store.replica = self.replication
         if not read_only:
+            self.replication.check()
             head = store.head()
             assert head is not None
             self._refuse_other_worktree(rid, store.root_plan(head).worktree)
@@ -181,12 +195,14 @@ class Wal:
                 out.append(RunInfo(rid, "", 0, (), rid == current, damaged=e.message))
                 continue
             out.append(RunInfo(rid, st.task, st.records, st.open, rid == current,
-                               st.worktree, claims=tuple(run_claims(self.repo, rid, now))))
+                               st.worktree, claims=tuple(run_claims(self.repo, rid, now)),
+                               remote=st.remote))
         return out
 
     def status(self, run_id: str | None = None) -> Status:
         """Intents after the newest checkpoint (the cost does not grow before it)."""
-        return run_status(self._store(run_id))
+        st = run_status(self._store(run_id))
+        return replace(st, remote=remote_state(self.repo, st.run))
 
     def history(self, run_id: str | None = None) -> list[tuple[Record, bytes]]:
         """Every record of the run, archived segments included, in LSN order.

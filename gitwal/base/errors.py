@@ -12,6 +12,7 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_IN_DOUBT = 3
 EXIT_LOCK_TIMEOUT = 4  # the run lock stayed busy past --wait-timeout
+EXIT_NOT_ON_REMOTE = 5  # committed here, but the remote did not take it in time (durability commit)
 
 
 class WalError(Exception):
@@ -64,3 +65,10 @@ class NeedsApproval(WalError):
     (`git wal approve LSN`); nothing of it has run."""
 
     exit_code = EXIT_IN_DOUBT
+
+
+class NotOnRemote(WalError):
+    """A step is committed in the local log, but ``wal.remote.durability commit``
+    asked for it on the remote too, and the remote did not take it in time."""
+
+    exit_code = EXIT_NOT_ON_REMOTE

@@ -77,6 +77,14 @@ def status(run_id: str | None, as_json: bool) -> None:
     if st.unlogged:
         click.echo(f"  unlogged: changes with no durable intent recorded at LSN "
                    f"{', '.join(map(str, st.unlogged))} (`git wal log` shows the paths)")
+    if st.remote is not None:
+        r = st.remote
+        click.echo(f"  remote {_shown(r.name)}: " + (
+            "every append is on it" if r.behind == 0 else
+            f"{r.behind} append(s) not on it yet"))
+        if r.error is not None and r.error_at is not None:
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.error_at))
+            click.echo(f"  last push error ({when}): {_shown(r.error)}")
     if st.prediction_miss:
         click.echo(f"  prediction miss: intents {', '.join(map(str, st.prediction_miss))} "
                    "committed what was observed, not what was predicted")

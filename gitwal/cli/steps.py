@@ -25,14 +25,17 @@ from .stdout import commands_to_stderr, emit_json
 @click.option("--claim", "claimed", multiple=True, metavar="PATH",
               help="Claim PATH (or a glob) for the run at once, for an hour (repeatable; "
                    "`git wal claim` sets another --ttl).")
+@click.option("--remote", metavar="NAME",
+              help="Push each append of this run to remote NAME as it is written "
+                   "(this run only; `git config wal.remote NAME` does it for every run).")
 @JSON
 @handled
 def begin(task: str, run_id: str | None, steps: tuple[str, ...], claimed: tuple[str, ...],
-          as_json: bool) -> None:
+          remote: str | None, as_json: bool) -> None:
     """Start a run: write its plan and make it current; prints the run id."""
     if claimed:
         claims.check_patterns(claimed)  # a bad pattern fails before the run exists
-    run = Wal(".").begin(task=task, run_id=run_id, steps=steps)
+    run = Wal(".").begin(task=task, run_id=run_id, steps=steps, remote=remote)
     overlaps: list[tuple[claims.Live, str]] = []
     if claimed:
         _, overlaps = claiming.claim(run, claimed)

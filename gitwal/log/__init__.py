@@ -14,4 +14,5 @@ repair.py         cuts a damaged log back to its newest intact append
 locks.py          the run lock; command_locks.py, one lock per shell step
 runs.py           which runs a repository holds; a run's records across archives
 authorship.py     whose command a record carries (only this clone's run)
+replica.py        the Replica protocol the store is handed (remote/replicate.py)
 """

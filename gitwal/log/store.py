@@ -59,6 +59,7 @@ from .packwrite import (
     with_signature,
     write_kept_pack,
 )
+from .replica import Replica
 from .rewrite import ChainSurgery
 
 _SIGNATURE = ("gitwal", "gitwal@localhost")
@@ -105,6 +106,8 @@ class Store(ChainSurgery, CommandLocks, RunLocking):
         # How long ``locked()`` waits: "config" reads wal.waitTimeout; None waits for ever.
         self.wait_timeout: float | Literal["config"] | None = "config"
         self.notify: Callable[[str], None] = tell  # says who holds the lock while we wait
+        # Told of every append once it is durable (remote/replicate.py); None: no remote.
+        self.replica: Replica | None = None
 
     # -- writing -----------------------------------------------------------
 
@@ -185,6 +188,8 @@ class Store(ChainSurgery, CommandLocks, RunLocking):
                 f"..{records[-1].lsn}" if len(records) > 1 else ""))
         self._newest = (commit.oid, list(records))
         merge_packs(self.repo, self._common)
+        if self.replica is not None:
+            self.replica.appended(self.run, CommitId(commit.oid))
         return CommitId(commit.oid)
 
     def _commit_content(self, tree: str, parents: Sequence[str], message: bytes,

@@ -456,6 +456,26 @@ DEFS: dict[str, Any] = {
             },
         },
     },
+    'remote_replica': {
+        'description': (
+            "A run's replication to its remote (docs/remote-runs.md), as this clone knows it; "
+            'null when the run has no remote.'
+        ),
+        'anyOf': [
+            {
+                'type': 'object',
+                'additionalProperties': False,
+                'required': ['name', 'behind', 'error', 'error_at'],
+                'properties': {
+                    'name': {'type': 'string'},
+                    'behind': {'type': 'integer', 'minimum': 0},
+                    'error': {'anyOf': [{'type': 'string'}, {'type': 'null'}]},
+                    'error_at': {'anyOf': [{'type': 'number'}, {'type': 'null'}]},
+                },
+            },
+            {'type': 'null'},
+        ],
+    },
     'state': {
         'description': 'An object id, or "absent": the path does not exist.',
         'anyOf': [{'$ref': '#/$defs/oid'}, {'const': 'absent'}],
@@ -476,6 +496,7 @@ DEFS: dict[str, Any] = {
             'prediction_miss',
             'sealed',
             'worktree',
+            'remote',
         ],
         'properties': {
             'run': {'type': 'string'},
@@ -490,6 +511,7 @@ DEFS: dict[str, Any] = {
             'prediction_miss': {'$ref': '#/$defs/lsns'},
             'sealed': {'anyOf': [{'$ref': '#/$defs/lsn'}, {'type': 'null'}]},
             'worktree': {'$ref': '#/$defs/worktree'},
+            'remote': {'$ref': '#/$defs/remote_replica'},
         },
     },
     'step': {

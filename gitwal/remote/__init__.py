@@ -1,8 +1,12 @@
-"""Run logs on remotes: `git wal push`, `git wal fetch`, `git wal remote setup`.
+"""Run logs on remotes: `git wal push`, `git wal fetch`, `git wal remote setup`,
+and each append replicated as it is written (`wal.remote`).
 
 setup.py        the commands' entry points and `remote setup`
 push.py         sends logs (secret_scan.py refuses secrets first)
 fetch.py        brings logs in, checked before any local ref moves
 refs.py         the vocabulary both share: refspecs, outcomes, git calls
 checks.py       the chain checks a fetched log must pass
+replicate.py    every append pushed to the run's remote as it is written, never forced
+pusher.py       the background pusher: one per clone and remote, batching appends
+replica_state.py  what replication keeps per run: remote, head seen there, last error
 """

@@ -13,14 +13,12 @@ secret-looking file (docs/security.md "Secrets").
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pygit2
 
 from ..base import progress
-from ..base.display import safe
 from ..base.errors import WalError
 from ..base.repository import open_repository
 from ..log.rewrite import ARCHIVE_PREFIX
@@ -38,7 +36,7 @@ from .refs import (
     run_git,
     split_ref,
 )
-from .secret_scan import SecretInLog, scan
+from .secret_scan import refusal
 
 PUSH_BATCH = 200  # refspecs per `git push`: keeps the command line far below ARG_MAX
 
@@ -46,7 +44,7 @@ _PUSHED = {"*": "created", " ": "updated", "+": "compacted", "=": "up-to-date",
            "!": "rejected", "-": "deleted"}
 
 
-def _porcelain(stdout: str) -> dict[str, RefOutcome]:
+def porcelain(stdout: str) -> dict[str, RefOutcome]:
     """`git push --porcelain` lines: ``<flag>\\t<src>:<dst>\\t<summary>``."""
     out = {}
     for line in stdout.splitlines():
@@ -70,7 +68,7 @@ def _push_batch(cwd: Path, remote: str, refs: Sequence[str],
         proc = progress.run_git(cwd, [*args, remote, *[f"{ref}:{ref}" for ref in batch]],
                                 f"pushing to {remote}")
         messages += [ln.rstrip() for ln in proc.stderr.splitlines() if ln.startswith("remote:")]
-        seen = _porcelain(proc.stdout)
+        seen = porcelain(proc.stdout)
         if not seen and proc.returncode != 0:
             raise WalError(f"git push to {remote} failed: {last_line(proc.stderr)}",
                            "check the remote's URL and your access (`git remote -v`); "
@@ -117,25 +115,9 @@ def _leases(cwd: Path, repo: pygit2.Repository, remote: str,
 
 
 def _refuse_secrets(repo: pygit2.Repository, runs: Iterable[str]) -> None:
-    """Nothing is pushed when a log holds an untracked secret-looking file.
-
-    A guarded remote keeps every record for good, so this is the last point
-    at which such a file can stay on this machine (docs/security.md "Secrets").
-    """
-    leaks = [leak for run in runs for leak in scan(repo, run)]
-    if not leaks:
-        return
-    first = leaks[0]
-    more = f" (and {len(leaks) - 1} more path(s))" if len(leaks) > 1 else ""
-    shown = safe(first.path)
-    raise SecretInLog(
-        f"refusing to push run {first.run}: its log holds {shown}, which matches a secret "
-        f"pattern and is not tracked in the run's base commit ({first.where}){more}; "
-        "nothing was pushed",
-        f"if it is not a secret, allow it with `git config --add wal.secretPattern "
-        f"{shlex.quote('!/' + first.path)}` and push again; if it is, keep this run here "
-        "(`git wal push --run OTHER` sends other runs) and treat the secret as exposed "
-        "wherever the log was copied")
+    """Nothing is pushed when a log holds an untracked secret-looking file."""
+    if (refused := refusal(repo, runs)) is not None:
+        raise refused
 
 
 def push(cwd: Path, remote: str | None, run_id: str | None, everything: bool) -> Transfer:

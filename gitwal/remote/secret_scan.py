@@ -17,11 +17,14 @@ run's base commit (a file tracked there is in git already).
 from __future__ import annotations
 
 import os
+import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import pygit2
 from pygit2.enums import DeltaStatus, ObjectType
 
+from ..base.display import safe
 from ..base.errors import CorruptLog, WalError
 from ..base.ids import ABSENT, RunId
 from ..log.chain import Chain
@@ -142,3 +145,25 @@ def scan(repo: pygit2.Repository, run: str) -> list[Leak]:
                 if path not in leaks and match(path):
                     leaks[path] = Leak(run, path, where)
     return sorted(leaks.values(), key=lambda leak: leak.path)
+
+
+def refusal(repo: pygit2.Repository, runs: Iterable[str]) -> SecretInLog | None:
+    """Why no log of ``runs`` may be pushed, or None: `git wal push` and the
+    replication of appends (remote/replicate.py) ask this one check.
+
+    A guarded remote keeps every record for good, so a push is the last point
+    at which such a file can stay on this machine (docs/security.md "Secrets").
+    """
+    leaks = [leak for run in runs for leak in scan(repo, run)]
+    if not leaks:
+        return None
+    first = leaks[0]
+    more = f" (and {len(leaks) - 1} more path(s))" if len(leaks) > 1 else ""
+    return SecretInLog(
+        f"refusing to push run {first.run}: its log holds {safe(first.path)}, which matches a "
+        f"secret pattern and is not tracked in the run's base commit ({first.where}){more}; "
+        "nothing was pushed",
+        f"if it is not a secret, allow it with `git config --add wal.secretPattern "
+        f"{shlex.quote('!/' + first.path)}` and push again; if it is, keep this run here "
+        "(`git wal push --run OTHER` sends other runs) and treat the secret as exposed "
+        "wherever the log was copied")
