@@ -28,6 +28,7 @@ from gitwal import NotOnRemote, Wal
 
 from .conftest import git, init_repo, ok, wait_exit, wal
 from .gitservers import GitServer, HttpGitServer
+from .test_agent_payloads import Result, claude_run, claude_tool, run_hook, wal_log
 from .test_json_schema import check
 
 DEADLINE = 90.0  # seconds: a loaded two-core machine
@@ -368,3 +369,36 @@ def test_a_log_holding_a_secret_is_not_replicated(http: Setup) -> None:
     assert git(http.clone, "cat-file", "-t", secret).strip() == "blob"  # kept here
     missing = subprocess.run(["git", "cat-file", "-e", secret], cwd=http.bare)
     assert missing.returncode != 0  # never sent
+
+
+def test_an_agents_step_under_commit_durability_tells_the_model_when_not_on_the_remote(
+        http: Setup) -> None:
+    """A hook step (Claude Code's Edit) is committed once the remote holds its
+    commit; with the remote down the PostToolUse reply says so, and the step
+    stays committed here."""
+    git(http.clone, "config", "wal.remote.durability", "commit")
+    git(http.clone, "config", "wal.remote.timeout", "5")
+    target = http.clone / "a.txt"
+    edit = {"file_path": str(target), "old_string": "0", "new_string": "1",
+            "replace_all": False}
+
+    def edit_call(call: str, old: str, new: str) -> Result:
+        data = {**edit, "old_string": old, "new_string": new}
+        pre = run_hook(http.clone, "claude", claude_tool(http.clone, "PreToolUse", "Edit",
+                                                          data, call))
+        assert pre.code == 0, pre.err
+        target.write_text(f"{new}\n")
+        return run_hook(http.clone, "claude", claude_tool(http.clone, "PostToolUse", "Edit",
+                                                           data, call))
+
+    first = edit_call("toolu_1", "0", "1")
+    assert first.code == 0, first.err
+    run = claude_run()
+    assert remote_head(http.bare, run) == local_head(http.clone, run)  # no wait needed
+    http.server.stop()
+    second = edit_call("toolu_2", "1", "2")
+    told = second.err + second.out
+    assert "committed here but not on the remote origin" in told, told
+    intents = [r for r in wal_log(http.clone, run) if r["type"] == "intent"]
+    assert [r["status"] for r in intents] == ["committed", "committed"]
+    assert remote_head(http.bare, run) != local_head(http.clone, run)

@@ -79,6 +79,13 @@ class Closing(Appender):
             else:
                 self._close_file(state, call, event, intent)
             pending = tuple(r for r, _ in state.pending)
+        # Under wal.remote.durability commit the step is committed once the
+        # remote holds its commit (docs/remote-runs.md): else NotOnRemote, which
+        # the engine tells the model; the step stays committed here.
+        if self.store.replica is not None and any(isinstance(r, Commit) for r in pending):
+            head = self.store.head()
+            if head is not None:
+                self.store.replica.hold(self.run.id, head, f"LSN {intent.lsn}")
         return Outcome(pending, intent)
 
     def _close_file(self, state: Pending, call: Call, event: str, intent: Intent) -> None:
