@@ -6,7 +6,8 @@ push.py         sends logs (secret_scan.py refuses secrets first)
 fetch.py        brings logs in, checked before any local ref moves
 refs.py         the vocabulary both share: refspecs, outcomes, git calls
 checks.py       the chain checks a fetched log must pass
-replicate.py    every append pushed to the run's remote as it is written, never forced
+replicate.py    every append handed on to the run's remote as it is written
+push_heads.py   one push of the runs' newest heads, never forced (compacted runs: push.py's way)
 pusher.py       the background pusher: one per clone and remote, batching appends
 replica_state.py  what replication keeps per run: remote, head seen there, last error
 """

@@ -35,8 +35,8 @@ import pygit2
 from ..base.errors import WalError
 from ..base.ids import valid_run_id
 from ..base.seconds import seconds
+from .push_heads import PUSH_LIMIT, push_runs
 from .replica_state import LIVE, load, push_lock, remote_of, replica_dir
-from .replicate import PUSH_LIMIT, push_runs
 
 LINGER = 30.0  # wal.remote.linger: idle seconds before the pusher exits
 RETRY_FIRST = 0.25  # seconds before the first retry of a push the transport failed
