@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .base.crashpoints import crash_point
-from .base.errors import NeedsApproval, StepFailed, ToolRefused
+from .base.errors import NeedsApproval, NotOnRemote, StepFailed, ToolRefused
 from .base.ids import CommitId, Lsn, TreeId
 from .changes.commands import CommandResult, command_timeout, run_check, run_command
 from .log.authorship import attach
@@ -114,8 +114,9 @@ class ShellSteps(RunLog):
                 ran = run_command(argv, self.wt, intent, hold, timeout)
                 crash_point("after-exec")
                 result = self._close_exec(intent, head, newest, ran, hold, timeout, hidden)
-        except StepFailed:
-            self.store.clear_command_lock(intent.lsn)  # closed by an abort record
+        except (StepFailed, NotOnRemote):
+            # Closed by an abort record, or by a commit the remote does not hold yet.
+            self.store.clear_command_lock(intent.lsn)
             raise
         self.store.clear_command_lock(intent.lsn)
         return result

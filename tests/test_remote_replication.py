@@ -288,8 +288,11 @@ def test_a_remote_chain_from_elsewhere_is_never_forced(http: Setup, tmp_path: Pa
     assert state["behind"] == 3
     assert remote_head(http.bare, "R1") == theirs  # the remote's chain is untouched
     step(http.clone, "more\n")  # a new append tries again, and is refused again
-    until("refused again", lambda: remote(http.clone)["behind"] == 5
-          and remote(http.clone)["error"] is not None)
+    head = local_head(http.clone, "R1")
+    kept = http.clone / ".git" / "wal" / "replica" / "origin" / "runs" / "R1.json"
+    until("refused again at the new head",
+          lambda: json.loads(kept.read_text()).get("error_head") == head)
+    assert remote(http.clone)["behind"] == 5
     assert remote_head(http.bare, "R1") == theirs
 
 
@@ -327,7 +330,7 @@ def test_a_bad_setting_fails_before_the_step(http: Setup) -> None:
     assert json.loads(ok(http.clone, "status", "--json"))["records"] == 1
 
 
-def test_a_compacted_run_is_sent_archive_first_then_followed(http: Setup) -> None:
+def test_a_compacted_run_is_left_to_git_wal_push_then_followed(http: Setup) -> None:
     run = ok(http.clone, "begin", "--task", "compacted").strip()
     step(http.clone, "1\n")
     ok(http.clone, "checkpoint", "-m", "one step")
@@ -336,17 +339,18 @@ def test_a_compacted_run_is_sent_archive_first_then_followed(http: Setup) -> Non
     before = remote_head(http.bare, run)
     ok(http.clone, "compact")
     step(http.clone, "3\n")
-    # The old chain is kept on the remote as the archive before the live ref
-    # leaves it (git wal push's way), and the live ref is the compacted chain.
-    until("caught up", lambda: remote_head(http.bare, run) == local_head(http.clone, run))
-    assert remote(http.clone)["error"] is None
-    archives = git(http.bare, "for-each-ref", "--format=%(objectname)",
-                   f"refs/wal-archive/{run}/").split()
-    assert before is not None and before in archives
+    until("an error", lambda: remote(http.clone)["error"] is not None)
+    state = remote(http.clone)
+    assert f"run {run} was compacted here" in state["error"]
+    assert f"git wal push origin --run {run}" in state["error"]
+    assert remote_head(http.bare, run) == before  # not replaced by replication
+    pushed = json.loads(ok(http.clone, "push", "origin", "--run", run, "--json"))
+    assert any(r["ref"] == f"refs/wal/{run}" and r["status"] == "compacted"
+               for r in pushed["refs"]), pushed
     step(http.clone, "4\n")  # replication follows the compacted chain from there
     until("caught up", lambda: remote(http.clone)["behind"] == 0
-          and remote_head(http.bare, run) == local_head(http.clone, run))
-    assert remote(http.clone)["error"] is None
+          and remote(http.clone)["error"] is None)
+    assert remote_head(http.bare, run) == local_head(http.clone, run)
 
 
 def test_a_log_holding_a_secret_is_not_replicated(http: Setup) -> None:
@@ -401,3 +405,29 @@ def test_an_agents_step_under_commit_durability_tells_the_model_when_not_on_the_
     intents = [r for r in wal_log(http.clone, run) if r["type"] == "intent"]
     assert [r["status"] for r in intents] == ["committed", "committed"]
     assert remote_head(http.bare, run) != local_head(http.clone, run)
+
+
+def test_an_unknown_wal_remote_fails_the_step_before_its_intent(http: Setup) -> None:
+    run = ok(http.clone, "begin", "--task", "typo").strip()
+    git(http.clone, "config", "wal.remote", "orgin")
+    before = local_head(http.clone, run)
+    proc = wal(http.clone, "apply", "write-file", "a.txt", input=b"1\n")
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("error: wal.remote is 'orgin', which is no remote")
+    assert "\nhint: " in proc.stderr and "Traceback" not in proc.stderr
+    assert local_head(http.clone, run) == before  # nothing logged
+    assert (http.clone / "a.txt").read_text() == "0\n"
+
+
+def test_a_wake_file_that_is_not_a_fifo_is_kept_aside_and_replication_goes_on(
+        http: Setup) -> None:
+    run = ok(http.clone, "begin", "--task", "in the way").strip()
+    until("on the remote", lambda: remote_head(http.bare, run) == local_head(http.clone, run))
+    _stop_pusher(http.clone)
+    wake = http.clone / ".git" / "wal" / "replica" / "origin" / "wake"
+    wake.unlink()
+    wake.write_text("someone's file\n")  # not gitwal's: never removed
+    step(http.clone, "1\n")
+    until("on the remote", lambda: remote_head(http.bare, run) == local_head(http.clone, run))
+    [kept] = wake.parent.glob("wake.not-a-fifo.*")
+    assert kept.read_text() == "someone's file\n"

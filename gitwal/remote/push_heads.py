@@ -4,10 +4,11 @@ step (replicate.py) run, holding the clone's push lock.
 
 A push moves the remote's ``refs/wal/<run>`` only by a fast-forward from the
 head this clone last saw there: that head must be an ancestor of what is
-pushed (checked here first), and git checks it again on the remote
+pushed (checked here, before every push: a matching lease would let git
+force the update), and the remote must still be at it
 (``--force-with-lease=refs/wal/<run>:<last seen, or empty>``, no ``+``). A
 refusal is recorded as the run's error, never retried with force; a run
-compacted here goes `git wal push`'s way (its archive first).
+compacted here is left to `git wal push`, which handles compaction.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from pathlib import Path
 
 import pygit2
 
-from ..base.errors import WalError
 from ..base.repository import common_dir
 from .refs import ancestor_or_same, archived, last_line
 from .replica_state import LIVE, RunState, failed, load, save
@@ -59,11 +59,8 @@ def push_runs(repo: pygit2.Repository, remote: str, runs: Iterable[str],
             out[run] = state
         elif (leak := refusal(repo, [run])) is not None:  # as `git wal push` refuses it
             out[run] = failed(state, f"{leak.message} (hint: {leak.hint})", head, retry=False)
-        elif state.seen is not None and not ancestor_or_same(repo, state.seen, head) \
-                and archived(repo, run, state.seen):
-            out[run] = _compacted(repo, remote, run, state, head)
         elif state.seen is not None and not ancestor_or_same(repo, state.seen, head):
-            # Diverged: unless the remote moved to a head
+            # Compacted here, or diverged: unless the remote moved to a head
             # the local log extends (`git wal push` sent the compacted chain).
             now = _theirs(repo, remote, run, state, head, deadline, pushed=False)
             if isinstance(now, RunState):
@@ -81,25 +78,6 @@ def push_runs(repo: pygit2.Repository, remote: str, runs: Iterable[str],
     for run, state in out.items():
         save(common, remote, run, state)
     return out
-
-
-def _compacted(repo: pygit2.Repository, remote: str, run: str, state: RunState,
-               head: str) -> RunState:
-    """A run compacted here goes `git wal push`'s way, the one code path for
-    it: its archive first, then the live ref by compare-and-swap against the
-    head that archive keeps (remote/push.py); nothing is forced."""
-    from .push import push
-
-    try:
-        sent = push(_cwd(repo), remote, run, False)
-    except WalError as e:
-        return failed(state, f"{e.message} (hint: {e.hint})", head, retry=True)
-    live = next((o for o in sent.refs if o.ref == LIVE + run), None)
-    if live is not None and live.status in ("created", "updated", "compacted", "up-to-date"):
-        return RunState(seen=head)
-    why = f"{live.status}: {live.detail}" if live is not None else "not sent"
-    return failed(state, f"run {run}, compacted here, was not pushed to {remote} ({why})",
-                  head, retry=False)
 
 
 def _seen(state: RunState, theirs: str | None) -> RunState:
@@ -169,6 +147,8 @@ def _theirs(repo: pygit2.Repository, remote: str, run: str, state: RunState, hea
         return _refused(repo, remote, run, state, head, theirs)
     if theirs is None or ancestor_or_same(repo, theirs, head):
         return theirs
+    if ancestor_or_same(repo, head, theirs):
+        return RunState(seen=theirs)  # a `git wal push` sent it, and more, meanwhile
     return _refused(repo, remote, run, state, head, theirs)
 
 

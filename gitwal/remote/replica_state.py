@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -72,12 +73,23 @@ def _state_path(common: Path, remote: str, run: str, create: bool = True) -> Pat
     return replica_dir(common, remote, create) / "runs" / f"{run}.json"
 
 
+def _oid(value: object) -> str | None:
+    return value if isinstance(value, str) and re.fullmatch(r"[0-9a-f]{40}", value) else None
+
+
 def load(common: Path, remote: str, run: str) -> RunState:
+    """What was kept for ``run``; a missing or damaged file (or field) means
+    "never seen": the lease then protects the remote."""
     try:
         raw = json.loads(_state_path(common, remote, run, False).read_bytes())
-        return RunState(**{k: raw.get(k) for k in RunState.__dataclass_fields__})
-    except (OSError, ValueError, TypeError):
-        return RunState()  # never pushed (or unreadable: the lease then protects the remote)
+    except (OSError, ValueError):
+        return RunState()
+    if not isinstance(raw, dict):
+        return RunState()
+    error, at = raw.get("error"), raw.get("error_at")
+    return RunState(_oid(raw.get("seen")), error if isinstance(error, str) else None,
+                    float(at) if isinstance(at, (int, float)) else None,
+                    _oid(raw.get("error_head")), raw.get("retry") is True)
 
 
 def save(common: Path, remote: str, run: str, state: RunState) -> None:
@@ -126,7 +138,7 @@ def remote_of(repo: pygit2.Repository, run: str) -> str | None:
         name = run_remote_path(repo, run).read_text().strip()
         if name:
             return name
-    except OSError:
+    except (OSError, ValueError):  # absent, or not text: as if never chosen
         pass
     try:
         configured = str(repo.config["wal.remote"]).strip()

@@ -6,18 +6,18 @@ push_heads.py's.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import os
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pygit2
 
-from ..base.errors import NotOnRemote
+from ..base.errors import NotOnRemote, WalError
 from ..base.ids import CommitId, RunId
 from ..base.repository import common_dir
 from ..base.seconds import seconds
@@ -33,6 +33,7 @@ from .replica_state import (
 
 DEFAULT_TIMEOUT = 10.0  # wal.remote.timeout: how long a commit-durable step waits
 _started: list[subprocess.Popen[bytes]] = []  # pushers this process started, reaped later
+_reaping = threading.Lock()
 
 
 def remote_timeout(repo: pygit2.Repository) -> float:
@@ -56,6 +57,14 @@ class Replication:
         """A bad ``wal.remote.*`` setting fails before a step logs anything."""
         durability(self.repo)
         remote_timeout(self.repo)
+        try:
+            name = str(self.repo.config["wal.remote"]).strip()
+        except (KeyError, ValueError):
+            return
+        if name and name not in self.repo.remotes.names():
+            raise WalError(f"wal.remote is {name!r}, which is no remote of this clone",
+                           "name a configured remote (`git remote -v`): `git config "
+                           "wal.remote NAME`, or `git config --unset wal.remote`")
 
     def remote(self, run: str) -> str | None:
         if run not in self._remotes:
@@ -67,8 +76,8 @@ class Replication:
             name = self.remote(run)
             if name is not None:
                 wake(self.common, name)
-        except OSError:
-            pass  # the append is durable; the next one (or `git wal push`) sends it
+        except Exception:  # never raise: the append is durable already
+            pass  # the next append (or `git wal push`) sends it
 
     def hold(self, run: RunId, head: CommitId, what: str) -> None:
         name = self.remote(run)
@@ -84,6 +93,10 @@ class Replication:
                 state = push_runs(self.repo, name, [run], deadline).get(run, state)
                 if state.seen is not None and ancestor_or_same(self.repo, head, state.seen):
                     return
+        if not held:  # the pusher's push may have carried it all the same
+            state = load(self.common, name, run)
+            if state.seen is not None and ancestor_or_same(self.repo, head, state.seen):
+                return
         reason = (state.error or "the push did not land") if held else \
             f"another push to it did not finish within {limit:g} s"
         raise NotOnRemote(
@@ -94,18 +107,20 @@ class Replication:
 
 
 def wake(common: Path, remote: str) -> None:
-    """Tell the remote's pusher there is work; start one when none listens."""
+    """Tell the remote's pusher there is work; start one unless a FIFO took
+    the byte (none listens, or ``wake`` is not a FIFO: the pusher puts that
+    file aside and makes its FIFO)."""
     fifo = replica_dir(common, remote, create=False) / "wake"
     try:
         fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as e:
-        if e.errno not in (errno.ENXIO, errno.ENOENT):
-            raise
-        start_pusher(common, remote)  # no reader: no pusher is running
+    except OSError:
+        start_pusher(common, remote)  # ENXIO: no reader, no pusher; else not a FIFO
         return
     try:
-        if stat.S_ISFIFO(os.fstat(fd).st_mode):
-            os.write(fd, b"\n")
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            start_pusher(common, remote)
+            return
+        os.write(fd, b"\n")
     except BlockingIOError:
         pass  # full: the pusher has wake-ups enough
     finally:
@@ -117,9 +132,8 @@ def start_pusher(common: Path, remote: str) -> None:
     unless one is alive (starting, serving, or about to look once more before
     it exits: each sees this append). The pusher's lock is taken here and
     handed to it, so no second one starts while it imports."""
-    for proc in list(_started):
-        if proc.poll() is not None:
-            _started.remove(proc)
+    with _reaping:  # the hook server appends from several threads
+        _started[:] = [proc for proc in _started if proc.poll() is None]
     d = replica_dir(common, remote)
     fd = os.open(d / "pusher.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
@@ -127,10 +141,12 @@ def start_pusher(common: Path, remote: str) -> None:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return
-        _started.append(subprocess.Popen(
+        proc = subprocess.Popen(
             [sys.executable, "-m", "gitwal.remote.pusher", str(common), remote, str(fd)],
             cwd=common, env=git_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
-            pass_fds=(fd,)))
+            pass_fds=(fd,))
+        with _reaping:
+            _started.append(proc)
     finally:
         os.close(fd)  # the pusher holds the lock now (or nobody, if it did not start)
