@@ -5,13 +5,13 @@ the remote)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from .conftest import git, init_repo, ok, wal
 from .gitservers import GitDaemon
+from .test_remotes import _clone, _json
 
 
 def _remote(server: GitDaemon, tmp_path: Path) -> str:
@@ -21,23 +21,12 @@ def _remote(server: GitDaemon, tmp_path: Path) -> str:
     return server.url("team.git")
 
 
-def _clone(tmp_path: Path, url: str, name: str) -> Path:
-    dest = tmp_path / name
-    git(tmp_path, "clone", "-q", url, str(dest))
-    git(dest, "config", "user.name", name)
-    git(dest, "config", "user.email", f"{name}@example.com")
-    return dest
-
-
 def _write(repo: Path, path: str, text: str) -> None:
     ok(repo, "apply", "write-file", path, "--from", "-", input=text.encode())
 
 
 def _order(repo: Path, *args: str, code: int = 0) -> dict[str, object]:
-    proc = wal(repo, "order", *args, "--json")
-    assert proc.returncode == code, proc.stderr
-    data: dict[str, object] = json.loads(proc.stdout)
-    return data
+    return _json(repo, "order", *args, code=code)
 
 
 @pytest.mark.slow
