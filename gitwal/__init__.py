@@ -24,6 +24,7 @@ from .base.errors import (
     EXIT_LOCK_TIMEOUT,
     EXIT_NOT_ON_REMOTE,
     EXIT_OK,
+    EXIT_TAKEN_OVER,
     EXIT_USAGE,
     CorruptLog,
     InDoubt,
@@ -32,6 +33,7 @@ from .base.errors import (
     PathRefused,
     RunBusy,
     StepFailed,
+    TakenOver,
     ToolRefused,
     UnknownRun,
     WalError,
@@ -52,6 +54,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXIT_ERROR", "EXIT_IN_DOUBT", "EXIT_LOCK_TIMEOUT", "EXIT_NOT_ON_REMOTE", "EXIT_OK",
+    "EXIT_TAKEN_OVER", "TakenOver",
     "EXIT_USAGE", "BlobId", "CommitId", "CorruptLog", "InDoubt", "Lsn", "NotARepository",
     "NotOnRemote", "PathRefused",
     "Report", "Run", "RunBusy", "RunId", "RunInfo", "Status", "StepFailed", "StepResult",

@@ -20,8 +20,9 @@ from .log.appends import repair_hint
 from .log.runs import list_runs, segments_history
 from .log.store import Store
 from .records.model import Plan, Record
+from .remote.fence import refuse_if_fenced
 from .remote.refs import resolve_remote
-from .remote.replica_state import choose_remote, remote_state
+from .remote.replica_state import bound_here, choose_remote, remote_state
 from .remote.replicate import Replication
 from .signing.signer import configured_signer
 from .status import RunInfo, Status, run_status
@@ -31,6 +32,7 @@ from .worktree.tree import Worktree
 if TYPE_CHECKING:  # loaded when used: `status` needs none of them
     from .log.repair import RepairResult
     from .recovery.report import Report
+    from .recovery.resume import Resumed
     from .run import Run
 
 
@@ -111,6 +113,8 @@ class Wal:
         store.replica = self.replication
         if not read_only:
             self.replication.check()
+            # Seen by this clone's own push: the run goes on in another clone.
+            refuse_if_fenced(self.repo, rid)
             head = store.head()
             assert head is not None
             self._refuse_other_worktree(rid, store.root_plan(head).worktree)
@@ -122,8 +126,9 @@ class Wal:
 
     def _refuse_other_worktree(self, rid: RunId, bound: tuple[str, str] | None) -> None:
         """A run bound to another worktree (by name: a moved repository keeps it)."""
-        if bound is None or bound[0] == worktree_name(self.repo):
-            return  # an old log, unbound, works from anywhere as it always did
+        here = worktree_name(self.repo)
+        if bound is None or bound[0] == here or bound_here(self.repo, rid) == here:
+            return  # an old log, unbound, works anywhere; a run taken over, where it was
         name, logged = bound
         which = "the main worktree" if name == "" else f"worktree {name!r}"
         found = self._worktree_path(name)
@@ -202,6 +207,9 @@ class Wal:
     def status(self, run_id: str | None = None) -> Status:
         """Intents after the newest checkpoint (the cost does not grow before it)."""
         st = run_status(self._store(run_id))
+        bound = bound_here(self.repo, st.run)  # taken over here: where it goes on
+        if bound is not None and (path := self._worktree_path(bound)) is not None:
+            st = replace(st, worktree=(bound, str(path)))
         return replace(st, remote=remote_state(self.repo, st.run))
 
     def history(self, run_id: str | None = None) -> list[tuple[Record, bytes]]:
@@ -226,6 +234,16 @@ class Wal:
             from .recovery.decide import Recovery
 
             return Recovery(run.store, self.wt, redo, restore, inside).run()
+
+    def resume(self, run_id: str, remote: str | None = None) -> Resumed:
+        """Take ``run_id`` over from its remote into this clone and worktree: the
+        tree at its last committed step, its open intent decided, the run current
+        (recovery/resume.py; docs/remote-runs.md, "Taking a run over")."""
+        from .recovery.resume import resume
+
+        done = resume(self.wt, run_id, remote)
+        self._set_current(RunId(run_id))
+        return done
 
     def report(self, run_id: str | None = None) -> Report:
         """The same report without changing anything (for `git wal prompt`).

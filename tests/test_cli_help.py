@@ -211,7 +211,7 @@ def test_the_man_page_has_every_command_its_options_examples_and_exit_codes() ->
     assert "git wal recover \\-\\-redo\n" in page  # an example
     readme = (ROOT / "README.md").read_text()
     codes = manpage.exit_codes(readme)
-    assert [c for c, _ in codes] == ["0", "1", "2", "3", "4", "5", "141"]
+    assert [c for c, _ in codes] == ["0", "1", "2", "3", "4", "5", "6", "141"]
     status = page.split('.SH "EXIT STATUS"\n')[1].split(".SH ")[0]
     assert status.count(".TP\n") == len(codes)
     assert "e.g. git wal log | head \\-1" in status

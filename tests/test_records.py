@@ -22,6 +22,7 @@ from gitwal.records.model import (
     Plan,
     Record,
     Seal,
+    Takeover,
     Unlogged,
     summary,
     type_name,
@@ -60,10 +61,12 @@ ABORT_BARE = Abort(RUN, Lsn(9), Lsn(8), "recovery: not applied; not redone")
 UNLOGGED = Unlogged(RUN, Lsn(10), ("src/ä.ts", "gone"), (A, B), (B, ABSENT),
                     "claude-code PreToolUse Edit")
 SEAL = Seal(RUN, Lsn(11), 10, A, C)
+TAKEOVER = Takeover(RUN, Lsn(12), "0123456789abcdef", "büild-7", ("", "/srv/ä"), "origin", A,
+                    1796660000)
 
 RECORDS: list[Record] = [
     PLAN, PLAN_DETACHED, INTENT, INTENT_MOVE, INTENT_EXEC, COMMIT, COMMIT_RECOVERED, ABORT,
-    ABORT_BARE, UNLOGGED, SEAL,
+    ABORT_BARE, UNLOGGED, SEAL, TAKEOVER,
 ]
 IDS = [f"{type_name(r)}-{i}" for i, r in enumerate(RECORDS)]
 
@@ -331,6 +334,15 @@ WRONG_TYPES: list[tuple[Record, str, Any]] = [
     (SEAL, "last", "10"),
     (SEAL, "head", "HEAD"),
     (SEAL, "tree", None),
+    (TAKEOVER, "clone", "0123456789ABCDEF"),
+    (TAKEOVER, "clone", "0123"),
+    (TAKEOVER, "taken", "HEAD"),
+    (TAKEOVER, "at", -1),
+    (TAKEOVER, "at", "now"),
+    (TAKEOVER, "worktree", ["", "/srv"]),
+    (TAKEOVER, "worktree", {"name": ""}),
+    (TAKEOVER, "host", None),
+    (TAKEOVER, "remote", 1),
 ]
 
 

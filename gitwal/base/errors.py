@@ -13,6 +13,7 @@ EXIT_USAGE = 2
 EXIT_IN_DOUBT = 3
 EXIT_LOCK_TIMEOUT = 4  # the run lock stayed busy past --wait-timeout
 EXIT_NOT_ON_REMOTE = 5  # committed here, but the remote did not take it in time (durability commit)
+EXIT_TAKEN_OVER = 6  # the run goes on elsewhere: the remote holds appends this clone did not write
 
 
 class WalError(Exception):
@@ -72,3 +73,11 @@ class NotOnRemote(WalError):
     asked for it on the remote too, and the remote did not take it in time."""
 
     exit_code = EXIT_NOT_ON_REMOTE
+
+
+class TakenOver(WalError):
+    """The run's remote holds appends this clone did not write and its own do
+    not extend (another clone took the run over, `git wal resume`): this clone
+    is fenced off the run, its steps refused, nothing of it pushed."""
+
+    exit_code = EXIT_TAKEN_OVER

@@ -95,6 +95,7 @@ COMMANDS = {
     "remote": ".remote:remote_",
     "repair": ".repair:repair",
     "resolve": ".recover:resolve",
+    "resume": ".resume:resume_",
     "runs": ".inspect:runs",
     "seal": ".seal:seal",
     "show": ".show:show",

@@ -50,6 +50,12 @@ EXAMPLES: dict[str, str] = {
         ("the same facts for a harness",
          "git wal recover --json"),
     ),
+    "resume": _examples(
+        ("the machine that ran the agent is gone: go on with its run in this clone",
+         "git wal resume 20261207T141501Z-3f2a --remote origin"),
+        ("the same facts for a harness (the resume prompt in \"prompt\")",
+         "git wal resume 20261207T141501Z-3f2a --json"),
+    ),
     "order": _examples(
         ("every run's steps in one order, conflicts named, checked against the tree",
          "git wal order"),

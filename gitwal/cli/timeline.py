@@ -38,6 +38,7 @@ from ..records.model import (
     Plan,
     Record,
     Seal,
+    Takeover,
     Unlogged,
     is_miss,
 )
@@ -252,6 +253,10 @@ class Timeline:
             what = (f"releases {cut(' '.join(rec.paths), WHAT_WIDTH)}" if rec.ttl == 0 else
                     f"claims {cut(' '.join(rec.paths), WHAT_WIDTH)} for {rec.ttl} s")
             return self._head(rec.lsn, "claim", "cyan") + what
+        if isinstance(rec, Takeover):
+            text = (f"taken over in {cut(rec.host, 60)} (clone {rec.clone}, remote "
+                    f"{cut(rec.remote, 40)}) from {rec.taken[:12]}")
+            return self._head(rec.lsn, "takeover", "cyan") + text
         raise TypeError(f"not a plain record: {type(rec).__name__}")
 
 

@@ -106,6 +106,14 @@ def attach(repo: pygit2.Repository, record: R) -> R:
     return out
 
 
+def clone_id(repo: pygit2.Repository) -> str:
+    """This clone's public name (16 hex digits): derived from the secret by a
+    keyed hash, so it names the clone without telling anything of the secret."""
+    secret = _secret(repo, create=True)
+    assert secret is not None
+    return hmac.new(secret, b"gitwal clone id", hashlib.sha256).hexdigest()[:16]
+
+
 def written_here(repo: pygit2.Repository, record: Record) -> bool:
     """True when this clone wrote ``record`` (its ``auth`` verifies)."""
     if not isinstance(record, MACED) or record.auth is None:

@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from ..base.errors import CorruptLog
-from .model import FORMAT_VERSION, TYPES, Plan, Record, type_name
+from .model import FORMAT_VERSION, TYPES, Plan, Record, Takeover, type_name
 from .validate import build
 
 MAX_DEPTH = 32  # JSON nesting a record may have; gitwal's own records need 4
@@ -33,7 +33,7 @@ def to_dict(record: Record) -> dict[str, Any]:
         if name in OPTIONAL_FIELDS and not value:
             continue
         out[name] = [_plain(v) for v in value] if isinstance(value, tuple) else value
-    if isinstance(record, Plan) and "worktree" in out:
+    if isinstance(record, Plan | Takeover) and "worktree" in out:
         wt = out["worktree"]
         out["worktree"] = {"name": wt[0], "path": wt[1]}
     return out

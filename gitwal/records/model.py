@@ -187,12 +187,27 @@ class Claim:
     auth: str | None = None  # as in Intent: a claim binds only with authority
 
 
-# The record types that carry ``auth`` (written on every one gitwal appends):
-# those that authorize or close something (trust/authority.py's table).
+@dataclass(frozen=True, slots=True)
+class Takeover:
+    """The run goes on in the clone that wrote it (`git wal resume`), pushed by
+    compare-and-swap after all the remote held: data, it authorizes nothing."""
+
+    run: RunId
+    lsn: Lsn
+    clone: str  # the taker's public id (16 hex digits, log/authorship.py)
+    host: str  # its host name, for people: never compared
+    worktree: tuple[str, str]  # (name, path) of the worktree the run goes on in
+    remote: str  # the remote's name there
+    taken: str  # the remote's head it continued from (a commit id)
+    at: int  # Unix seconds, the taker's clock
+
+
+# The types carrying ``auth`` (on every one gitwal appends): those that
+# authorize or close something (trust/authority.py's table).
 Maced = Intent | Commit | Abort | Approval | Claim
 MACED: tuple[type[Maced], ...] = (Intent, Commit, Abort, Approval, Claim)
 
-Record = Plan | Intent | Commit | Abort | Checkpoint | Unlogged | Seal | Approval | Claim
+Record = Plan | Intent | Commit | Abort | Checkpoint | Unlogged | Seal | Approval | Claim | Takeover
 TYPES: dict[str, type[Record]] = {
     "plan": Plan,
     "intent": Intent,
@@ -203,6 +218,7 @@ TYPES: dict[str, type[Record]] = {
     "seal": Seal,
     "approval": Approval,
     "claim": Claim,
+    "takeover": Takeover,
 }
 _NAMES = {cls: name for name, cls in TYPES.items()}
 
@@ -230,6 +246,8 @@ def summary(record: Record) -> str:
     if isinstance(record, Claim):
         what = "release" if record.ttl == 0 else "claim"
         return f"wal {record.lsn} {what} {' '.join(record.paths)[:60]}"
+    if isinstance(record, Takeover):
+        return f"wal {record.lsn} takeover by {record.host[:40]} ({record.clone})"
     return f"wal {record.lsn} abort {record.intent}: {record.reason[:60]}"
 
 
@@ -241,20 +259,18 @@ UNPREDICTED = "post not predicted"  # ... when the intent's post was `unknown`
 
 
 def agent_tag(intent: Intent) -> dict[str, Any] | None:
-    tag = intent.args.get(AGENT_ARG)
-    return tag if isinstance(tag, dict) else None
+    return tag if isinstance(tag := intent.args.get(AGENT_ARG), dict) else None
 
 
 def agent_tool(args: dict[str, Any]) -> str | None:
     """The agent's own tool name (``Edit``, ``Bash``, ...) of an agent's intent."""
-    tag = args.get(AGENT_ARG)
-    tool = tag.get("tool") if isinstance(tag, dict) else None
+    tool = tag.get("tool") if isinstance(tag := args.get(AGENT_ARG), dict) else None
     return tool if isinstance(tool, str) and tool else None
 
 
 def is_miss(intent: Intent, commit: Commit) -> bool:
     """A commit that recorded a post other than the predicted one (agent steps
-    only); a target whose post was not predicted (``unknown``) is no miss."""
+    only); a target whose post was ``unknown`` is no miss."""
     if intent.post is None:
         return False
     if len(commit.post) != len(intent.post):
@@ -268,10 +284,9 @@ def unpredicted(intent: Intent) -> bool:
     return intent.post is not None and UNKNOWN in intent.post
 
 
-# What an agent exports to the commands its shell tool runs: a process that
-# sees it runs inside one of that agent's tool calls. Codex (0.169.0) exports
-# the call's id (CODEX_TOOL_CALL_ID, its hooks' tool_use_id) and its thread
-# and session ids; its hook commands get none of them.
+# What an agent exports to the commands its shell tool runs (a process that sees
+# it runs inside one of its tool calls). Codex (0.169.0) exports the call's id
+# (its hooks' tool_use_id) and its thread and session ids, its hooks get none.
 AGENT_ENV = (("CLAUDECODE", "claude-code"), ("GEMINI_CLI", "gemini-cli"),
              ("CODEX_TOOL_CALL_ID", "codex"), ("CODEX_THREAD_ID", "codex"),
              ("CODEX_SESSION_ID", "codex"))

@@ -29,6 +29,7 @@ from .model import (
     Plan,
     Record,
     Seal,
+    Takeover,
     Unlogged,
 )
 from .paths import checked_paths
@@ -63,12 +64,7 @@ def build(cls: type[Record], body: dict[str, Any]) -> Record:
         base = req("base", str)
         if not is_object_id(base):
             raise ValueError("base is not a commit id")
-        worktree = None
-        if "worktree" in body:
-            wt = req("worktree", dict)
-            if set(wt) != {"name", "path"} or not all(isinstance(v, str) for v in wt.values()):
-                raise ValueError("worktree must be an object with string name and path")
-            worktree = (wt["name"], wt["path"])
+        worktree = _worktree(req("worktree", dict)) if "worktree" in body else None
         return Plan(run, lsn, req("task", str), base, branch, tuple(steps), worktree)
     if cls is Intent:
         target = tuple(req("target", list))
@@ -164,6 +160,8 @@ def build(cls: type[Record], body: dict[str, Any]) -> Record:
             # and its end (at + ttl) is shown as a date and compared with now.
             raise ValueError(f"at and ttl must be from 0 to {MAX_TIME} seconds")
         return Claim(run, lsn, paths, at, ttl, _auth(body))
+    if cls is Takeover:
+        return _takeover(run, lsn, body, req)
     if cls is Seal:
         last, head, tree = req("last", int), req("head", str), req("tree", str)
         if last != lsn - 1:
@@ -186,6 +184,27 @@ def build(cls: type[Record], body: dict[str, Any]) -> Record:
         req("output", str), tuple((p, o) for p, o in saved), *_decision(body),
         *_among(body, run), _auth(body),
     )
+
+
+def _worktree(wt: dict[str, Any]) -> tuple[str, str]:
+    if set(wt) != {"name", "path"} or not all(isinstance(v, str) for v in wt.values()):
+        raise ValueError("worktree must be an object with string name and path")
+    return wt["name"], wt["path"]
+
+
+_CLONE = re.compile(r"[0-9a-f]{16}")
+
+
+def _takeover(run: RunId, lsn: Lsn, body: dict[str, Any], req: Any) -> Takeover:
+    clone, taken, at = req("clone", str), req("taken", str), req("at", int)
+    if not _CLONE.fullmatch(clone):
+        raise ValueError("clone must be 16 lowercase hex digits")
+    if not is_object_id(taken):
+        raise ValueError("taken must be a commit id")
+    if not 0 <= at <= MAX_TIME:
+        raise ValueError(f"at must be from 0 to {MAX_TIME} seconds")
+    return Takeover(run, lsn, clone, req("host", str), _worktree(req("worktree", dict)),
+                    req("remote", str), taken, at)
 
 
 def _auth(body: dict[str, Any]) -> str | None:

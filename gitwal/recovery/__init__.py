@@ -9,4 +9,6 @@ elsewhere.py  other runs' committed steps since this run's last: landed steps, t
 report.py  the recovery report as data (outcomes, drift, committed steps; --json)
 prompt.py  the resume prompt, rendered only from the report
 redo.py    the one-line `git wal` command that performs a logged step again
+resume.py  `git wal resume`: a run taken over from its remote into this clone
+materialize.py  the tree at a run's last committed step, refused over work not in HEAD
 """

@@ -10,4 +10,6 @@ replicate.py    every append handed on to the run's remote as it is written
 push_heads.py   one push of the runs' newest heads, never forced (compacted runs: push.py's way)
 pusher.py       the background pusher: one per clone and remote, batching appends
 replica_state.py  what replication keeps per run: remote, head seen there, last error
+takeover.py     `git wal resume`'s part here: fetch the run, push the takeover by compare-and-swap
+fence.py        a clone that saw the run go on elsewhere (its push refused) stops writing it
 """

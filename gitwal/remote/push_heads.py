@@ -23,7 +23,9 @@ from pathlib import Path
 import pygit2
 
 from ..base.repository import common_dir
-from .refs import ancestor_or_same, archived, last_line
+from .fence import load as fence_load
+from .fence import record as record_fence
+from .refs import ancestor_or_same, archived, last_line, staging_prefix
 from .replica_state import LIVE, RunState, failed, load, save
 
 PUSH_LIMIT = 300.0  # the longest one background push may take before it is killed
@@ -57,6 +59,8 @@ def push_runs(repo: pygit2.Repository, remote: str, runs: Iterable[str],
         head, state = str(ref.target), load(common, remote, run)
         if state.seen == head:
             out[run] = state
+        elif (fence := fence_load(common, remote, run)) is not None:
+            out[run] = failed(state, fence.error().message, head, retry=False)
         elif (leak := refusal(repo, [run])) is not None:  # as `git wal push` refuses it
             out[run] = failed(state, f"{leak.message} (hint: {leak.hint})", head, retry=False)
         elif state.seen is not None and not ancestor_or_same(repo, state.seen, head):
@@ -108,7 +112,7 @@ def _push(repo: pygit2.Repository, remote: str, todo: dict[str, tuple[str, RunSt
     args += [f"--force-with-lease={LIVE}{run}:{state.seen or ''}"
              for run, (_, state) in todo.items()]
     args += [remote, *[f"{head}:{LIVE}{run}" for run, (head, _) in todo.items()]]
-    code, stdout, stderr = _git(args, _cwd(repo), deadline)
+    code, stdout, stderr = git_until(args, git_cwd(repo), deadline)
     seen = porcelain(stdout)
     again: dict[str, tuple[str, RunState]] = {}
     for run, (head, state) in todo.items():
@@ -133,8 +137,8 @@ def _theirs(repo: pygit2.Repository, remote: str, run: str, state: RunState, hea
     forbids: the remote's head when the local log extends it (push again from
     there: `git wal push` sent it, or a killed pusher's push landed), else
     the run's error."""
-    code, stdout, stderr = _git(["git", f"--git-dir={common_dir(repo)}", "ls-remote", remote,
-                                 LIVE + run], _cwd(repo), deadline)
+    code, stdout, stderr = git_until(["git", f"--git-dir={common_dir(repo)}", "ls-remote", remote,
+                                 LIVE + run], git_cwd(repo), deadline)
     if code != 0:
         return failed(state, f"{remote} could not be read: {stderr}", head, retry=True)
     theirs = next((line.split("\t")[0] for line in stdout.splitlines()
@@ -149,16 +153,35 @@ def _theirs(repo: pygit2.Repository, remote: str, run: str, state: RunState, hea
         return theirs
     if ancestor_or_same(repo, head, theirs):
         return RunState(seen=theirs)  # a `git wal push` sent it, and more, meanwhile
+    if not archived(repo, run, theirs) and _forked(repo, remote, run, theirs, head, deadline):
+        # The run goes on elsewhere (a takeover): fenced here, from what this
+        # push saw. The remote's records are read only to name the taker.
+        fence = record_fence(repo, remote, run, theirs, head)
+        return failed(state, fence.error().message, head, retry=False)
     return _refused(repo, remote, run, state, head, theirs)
 
 
-def _cwd(repo: pygit2.Repository) -> Path:
+def _forked(repo: pygit2.Repository, remote: str, run: str, theirs: str, head: str,
+            deadline: float) -> bool:
+    """The remote's head shares history with the local log (its chain holds
+    appends this clone wrote): the same run, continued elsewhere. Two chains
+    with no common append are two runs that chose one id: not a fence."""
+    git_until(["git", f"--git-dir={common_dir(repo)}", "fetch", "--no-tags",
+               "--no-write-fetch-head", remote,
+               f"+{LIVE}{run}:{staging_prefix(remote)}wal/{run}"], git_cwd(repo), deadline)
+    try:
+        return repo.merge_base(pygit2.Oid(hex=theirs), pygit2.Oid(hex=head)) is not None
+    except (KeyError, ValueError, pygit2.GitError):
+        return False  # their objects did not come: not seen to fork, not fenced
+
+
+def git_cwd(repo: pygit2.Repository) -> Path:
     """Where git would run: a remote's relative path (`../server.git`) means
     the same from there as where it was added."""
     return Path(repo.workdir) if repo.workdir else common_dir(repo)
 
 
-def _git(args: list[str], cwd: Path, deadline: float) -> tuple[int | None, str, str]:
+def git_until(args: list[str], cwd: Path, deadline: float) -> tuple[int | None, str, str]:
     """``args`` run until ``deadline`` (then its whole process group is killed):
     exit code (None: killed), stdout, git's reason."""
     proc = subprocess.Popen(args, cwd=cwd, env=git_env(), stdin=subprocess.DEVNULL,

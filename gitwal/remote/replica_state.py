@@ -26,7 +26,7 @@ import pygit2
 
 from ..base.durable import atomic_write, makedirs_durable
 from ..base.errors import WalError
-from ..base.repository import common_dir
+from ..base.repository import common_dir, worktree_name
 
 LIVE = "refs/wal/"
 
@@ -164,6 +164,28 @@ def durability(repo: pygit2.Repository) -> str:
         raise WalError(f"wal.remote.durability is {value!r}, not async or commit",
                        "fix it: `git config wal.remote.durability async` (or commit)")
     return value
+
+
+def _binding(repo: pygit2.Repository, run: str) -> Path:
+    return common_dir(repo) / "wal" / "taken" / run
+
+
+def bind_here(repo: pygit2.Repository, run: str) -> None:
+    """Bind ``run`` to this worktree in this clone (after its takeover landed):
+    the run's plan names the worktree it began in, elsewhere."""
+    path = _binding(repo, run)
+    if not path.parent.is_dir():
+        makedirs_durable(path.parent)
+    atomic_write(path, (worktree_name(repo) + "\n").encode(), tag="t")
+
+
+def bound_here(repo: pygit2.Repository, run: str) -> str | None:
+    """The worktree name this clone bound ``run`` to by a takeover, or None.
+    Written by this clone only, inside its git dir: no clone carries it."""
+    try:
+        return _binding(repo, run).read_text().rstrip("\n")
+    except (OSError, ValueError):
+        return None
 
 
 # -- status --------------------------------------------------------------------

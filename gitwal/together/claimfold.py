@@ -28,7 +28,7 @@ from ..base.durable import replace_cache
 from ..base.ids import CommitId
 from ..base.repository import common_dir
 from ..log.chain import Chain
-from ..records.model import Claim, Record, Seal
+from ..records.model import Claim, Record, Seal, Takeover
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ Admit = Callable[[Claim], bool]
 
 def fold_into(held: Held, records: Iterable[Record], admit: Admit = lambda _c: True) -> Held:
     """``held`` after ``records`` (oldest first): a later claim of a pattern
-    replaces it, ttl 0 releases it, a seal ends every claim. A claim ``admit``
+    replaces it, ttl 0 releases it, a seal or a takeover ends every claim. A claim ``admit``
     refuses (one without authority here: claims.py asks trust/authority.py)
     is data and changes nothing."""
     for rec in records:
@@ -62,7 +62,7 @@ def fold_into(held: Held, records: Iterable[Record], admit: Admit = lambda _c: T
                     held.pop(p, None)
                 else:
                     held[p] = Live(rec.run, p, rec.lsn, rec.at + rec.ttl)
-        elif isinstance(rec, Seal):
+        elif isinstance(rec, Seal | Takeover):  # a run taken over claims anew there
             held.clear()
     return held
 

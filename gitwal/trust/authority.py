@@ -42,6 +42,7 @@ from ..records.model import (
     Plan,
     Record,
     Seal,
+    Takeover,
     Unlogged,
     type_name,
 )
@@ -67,6 +68,7 @@ AUTHORIZES: dict[type[Record], str] = {
     Seal: DATA_ONLY,  # ends the run; checked by its signature (seal.py)
     Approval: "run the waiting irreversible intent it names, once",
     Claim: "refuse (or warn about) other runs' steps on its paths",
+    Takeover: DATA_ONLY,  # names the clone a run went on in; a fence is observed, not read
 }
 
 

@@ -8,7 +8,17 @@ Records only: no object is read.
 from __future__ import annotations
 
 from ..log.segments import Entry, Failure
-from ..records.model import Abort, Approval, Checkpoint, Claim, Commit, Intent, Plan, type_name
+from ..records.model import (
+    Abort,
+    Approval,
+    Checkpoint,
+    Claim,
+    Commit,
+    Intent,
+    Plan,
+    Takeover,
+    type_name,
+)
 
 
 def closing_failures(run: str, history: list[Entry]) -> list[Failure]:
@@ -31,7 +41,7 @@ def closing_failures(run: str, history: list[Entry]) -> list[Failure]:
                 fail(f"intent LSN {r.lsn} begins while intent LSN {open_.lsn} is still open "
                      "(at most one intent may be open)", r.lsn)
             open_ = r
-        elif isinstance(r, (Checkpoint, Claim)) and open_ is not None:
+        elif isinstance(r, (Checkpoint, Claim, Takeover)) and open_ is not None:
             fail(f"{type_name(r)} written while intent LSN {open_.lsn} is open", r.lsn)
         elif isinstance(r, Approval):
             # The one record that may follow an open intent: an approval of it.

@@ -1,0 +1,167 @@
+"""The working tree at a run's last committed step, put in place in another
+clone (`git wal resume`, docs/remote-runs.md, "Taking a run over").
+
+The log says what its committed steps left (changes/ledger.py: from the
+newest checkpoint's tree, else the base commit's, each path a committed step
+set at the state it set). Those paths, and the paths a checkpoint at the
+start of the live log changed against the base commit, are the run's; every
+other path stays as the branch checked out here has it.
+
+Law 1: a path the resume would write must hold what HEAD has there, or a
+state the run's records give it (bytes git or the log keeps), or already the
+run's state. Anything else (an edit nobody
+committed, an untracked file, a directory in the way) is named and nothing
+is written: :func:`plan_tree` decides before the run is taken over, so a
+refusal leaves the remote's log as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import pygit2
+
+from ..base.errors import CorruptLog, WalError
+from ..base.ids import ABSENT, TreeId
+from ..changes.history import tree_changes
+from ..changes.ledger import COMMITTED, fold
+from ..records.model import EXEC_TOOL, Checkpoint, Commit, Intent, Plan, Record
+from ..worktree.diskform import CommittedForms
+from ..worktree.overwrite import found
+from ..worktree.restore import Restored, restore_paths
+from ..worktree.tree import MODE_FILE, MODE_TREE, Worktree
+from ..worktree.treeread import tree_state
+
+
+@dataclass(frozen=True)
+class TreePlan:
+    """What the run's paths should hold (state per path, ABSENT: no file), the
+    paths already right, and those law 1 keeps from being written (with why)."""
+
+    want: dict[str, str]
+    writes: tuple[str, ...]
+    refused: tuple[tuple[str, str], ...]
+    missing: tuple[str, ...]  # states the log names but does not hold (withheld secrets)
+
+    def describe_refused(self) -> str:
+        shown = "; ".join(f"{p}: {why}" for p, why in self.refused[:10])
+        more = len(self.refused) - 10
+        return shown + (f" (and {more} more)" if more > 0 else "")
+
+
+def _base(repo: pygit2.Repository, plan: Plan, first: Record) -> dict[str, str]:
+    """The paths a checkpoint at the head of the live log changed against the
+    run's base commit (compacted steps), at the checkpoint's states."""
+    if not isinstance(first, Checkpoint):
+        return {}
+    base = repo.get(plan.base)
+    if not isinstance(base, pygit2.Commit):
+        return {}  # the base commit is not here: the checkpoint's own tree stands in
+    return {c.path: c.after for c in tree_changes(repo, str(base.tree_id), first.tree)}
+
+
+def logged(records: Iterable[Record]) -> dict[str, set[str]]:
+    """Every state a file step's records give each path (pre, post, observed
+    post): bytes the log keeps, which a resume may overwrite (law 1)."""
+    out: dict[str, set[str]] = {}
+    targets: dict[int, tuple[str, ...]] = {}
+    for rec in records:
+        if isinstance(rec, Intent) and rec.tool != EXEC_TOOL:
+            targets[rec.lsn] = rec.target
+            for path, pre, post in zip(rec.target, rec.pre, rec.post or rec.pre, strict=False):
+                out.setdefault(path, set()).update((pre, post))
+        elif isinstance(rec, Commit) and rec.intent in targets:
+            for path, post in zip(targets[rec.intent], rec.post, strict=False):
+                out.setdefault(path, set()).add(post)
+    return out
+
+
+def plan_tree(wt: Worktree, plan: Plan, records: list[Record],
+              also: Iterable[Record] = ()) -> TreePlan:
+    """Decide, without writing, what puts the tree at the run's last committed
+    step. ``also``: more records of the run whose states the tree may hold (a
+    fenced clone's own appends, taken back)."""
+    repo = wt.repo
+    ledger = fold(wt, records, COMMITTED)
+    try:
+        ledger.require_base()
+    except CorruptLog as e:
+        raise WalError(
+            f"{e.message}: run {plan.run} starts from commit {plan.base[:12]}"
+            + (f" (branch {plan.branch})" if plan.branch else ""),
+            "fetch the branch the run began on (`git fetch REMOTE BRANCH`), then resume again",
+        ) from None
+    want = _base(repo, plan, records[0]) | ledger.expected()
+    head = None if repo.head_is_unborn else str(repo.head.peel(pygit2.Tree).id)
+    forms = CommittedForms(repo)
+    known = logged([*records, *also])
+    writes: list[str] = []
+    refused: list[tuple[str, str]] = []
+    missing: list[str] = []
+    for path, state in sorted(want.items()):
+        have = found(wt, path)
+        if have == state:
+            continue
+        if state != ABSENT and not isinstance(repo.get(state), pygit2.Blob):
+            missing.append(path)
+            continue
+        committed = ABSENT if head is None else tree_state(repo, head, path)
+        if have == committed or have in known.get(path, ()) or (
+                ABSENT not in (have, committed) and forms.same(path, committed, have)):
+            writes.append(path)
+        else:
+            refused.append((path, _why(have, committed)))
+    return TreePlan(want, tuple(writes), tuple(refused), tuple(missing))
+
+
+def _why(have: str, committed: str) -> str:
+    if have == "directory":
+        return "a directory is in its place"
+    if committed == ABSENT:
+        return "a file that is not in HEAD (untracked) is in its place"
+    return "changed since HEAD and not by this run (commit or stash it first)"
+
+
+def _mode(repo: pygit2.Repository, trees: list[str | None], path: str) -> int:
+    for tree in trees:
+        if tree is None:
+            continue
+        try:
+            entry = repo[tree][path]  # type: ignore[index]
+        except (KeyError, TypeError):
+            continue
+        if entry.filemode != MODE_TREE:
+            return int(entry.filemode)
+    return MODE_FILE
+
+
+def apply_tree(wt: Worktree, plan: Plan, tree_plan: TreePlan, base: TreeId | None) -> Restored:
+    """Write ``tree_plan.writes`` (each checked by :func:`plan_tree` just
+    before the run was taken over). Modes come from the base tree, else HEAD."""
+    repo = wt.repo
+    head = None if repo.head_is_unborn else str(repo.head.peel(pygit2.Tree).id)
+    index = pygit2.Index()
+    if head is not None:
+        index.read_tree(repo[head])  # type: ignore[arg-type]
+    for path in tree_plan.writes:
+        state = tree_plan.want[path]
+        _clear_way(index, path)
+        if state != ABSENT:
+            mode = _mode(repo, [base, head], path)
+            index.add(pygit2.IndexEntry(path, pygit2.Oid(hex=state), pygit2.enums.FileMode(mode)))
+    target = TreeId(str(index.write_tree(repo)))
+    return restore_paths(wt, target, list(tree_plan.writes), tag=f"m{plan.lsn}")
+
+
+def _clear_way(index: pygit2.Index, path: str) -> None:
+    """Drop ``path`` and every entry a file there could not stand beside (an
+    ancestor that is a file, anything under it as a directory)."""
+    parts = path.split("/")
+    for i in range(1, len(parts) + 1):
+        name = "/".join(parts[:i])
+        if name in index:
+            index.remove(name)
+    under = path + "/"
+    for entry in [e.path for e in index if e.path.startswith(under)]:
+        index.remove(entry)
