@@ -10,12 +10,14 @@ from pathlib import Path
 import pytest
 
 from .conftest import git, init_repo, ok, wal
-from .gitservers import GitDaemon
+from .gitservers import GitDaemon, GitServer
 from .test_remotes import _clone, _json
 
 
-def _remote(server: GitDaemon, tmp_path: Path) -> str:
-    server.add_bare("team.git", wal_hooks=True)
+def _remote(server: GitServer, tmp_path: Path, guarded: bool = True) -> str:
+    """A bare repository on ``server`` seeded with branch main; ``guarded``: with
+    gitwal's pre-receive, which refuses deleting or rewriting a log."""
+    server.add_bare("team.git", wal_hooks=guarded)
     seed = init_repo(tmp_path / "seed")
     git(seed, "push", "-q", server.url("team.git"), "main")
     return server.url("team.git")

@@ -127,9 +127,10 @@ def test_signed_sealed_run_passes_strict_checks_after_gc_and_in_a_mirror(
 
     code, report = verify_json(repo, "--run", SEALED, *strict(keys))
     assert code == 0, report
-    assert report == {"ok": True, "allowed_signers": str(keys / "allowed_signers"), "runs": [
-        {"run": SEALED, "ok": True, "records": 11, "failures": [], "notes": [],
-         "branch": "refs/heads/main"}]}
+    assert report == {"ok": True, "allowed_signers": str(keys / "allowed_signers"),
+                      "remote": None, "runs": [
+                          {"run": SEALED, "ok": True, "records": 11, "failures": [],
+                           "notes": [], "branch": "refs/heads/main"}]}
     text = ok(repo, "verify", "--run", SEALED, *strict(keys))
     assert text.splitlines() == [
         f"ok   {SEALED}: 11 records verified, branch refs/heads/main",

@@ -2,6 +2,10 @@
 
 Exit 0 when every check holds for every selected run, 1 when anything fails
 (or the request itself is wrong: `error:`/`hint:`), 2 on a usage error.
+
+With ``--remote NAME`` the logs are the remote's, fetched into
+``refs/wal-remote/NAME/`` as `git wal order --remote` fetches them and read
+there: no local log is created or moved.
 """
 
 from __future__ import annotations
@@ -15,9 +19,12 @@ import click
 import pygit2
 
 from ..base import progress
-from ..base.errors import EXIT_ERROR
+from ..base.errors import EXIT_ERROR, WalError
+from ..base.ids import valid_run_id
 from ..base.repository import open_repository
-from ..log.runs import select_runs
+from ..log.runs import LOCAL, all_runs, select_runs
+from ..remote.fetch import remote_heads
+from ..remote.refs import staging_prefix
 from ..signing.trust import allowed_signers_file
 from ..verify.checks import Options
 from ..verify.run_checks import Report, RunResult, verify
@@ -39,7 +46,7 @@ def failure_lines(result: RunResult) -> list[str]:
             for f in result.failures]
 
 
-def render_text(report: Report) -> str:
+def render_text(report: Report, remote: str | None = None) -> str:
     lines: list[str] = []
     for r in report.runs:
         lines += failure_lines(r)
@@ -51,22 +58,27 @@ def render_text(report: Report) -> str:
             lines.append(f"FAIL {r.run}: {len(r.failures)} failure(s) in {r.records} "
                          f"records{where}")
     failed = sum(not r.ok for r in report.runs)
+    on = "" if remote is None else f" on remote {remote}"
     if not report.runs:
-        lines.append("no runs to verify")
+        lines.append(f"no runs to verify{on}")
     else:
-        lines.append(f"verified {len(report.runs)} run(s): "
+        lines.append(f"verified {len(report.runs)} run(s){on}: "
                      + ("all ok" if not failed else f"{failed} failed"))
     if report.allowed_signers is not None:
         lines.append(f"signatures checked against {report.allowed_signers}")
     return "\n".join(lines)
 
 
-def render_junit(report: Report) -> str:
-    """One <testsuite> named gitwal-verify, one <testcase> per run, a <failure> per failing run."""
+def render_junit(report: Report, remote: str | None = None) -> str:
+    """One <testsuite> named gitwal-verify, one <testcase> per run, a <failure> per failing
+    run; with ``remote``, a property naming it."""
     failed = sum(not r.ok for r in report.runs)
     suite = ET.Element("testsuite", name="gitwal-verify", tests=str(len(report.runs)),
                        failures=str(failed), errors="0",
                        time=f"{sum(r.seconds for r in report.runs):.3f}")
+    if remote is not None:
+        props = ET.SubElement(suite, "properties")
+        ET.SubElement(props, "property", name="remote", value=_xml(remote))
     for r in report.runs:
         case = ET.SubElement(suite, "testcase", classname="gitwal-verify", name=r.run,
                              time=f"{r.seconds:.3f}")
@@ -90,6 +102,23 @@ def _allowed_signers(repo: pygit2.Repository, explicit: Path | None) -> Path | N
     return found.path
 
 
+def _remote_runs(remote: str,
+                 run_id: str | None) -> tuple[str, pygit2.Repository, list[str]]:
+    """Fetch the remote's logs for reading only (as `git wal order --remote` does):
+    (its name, the repository, the selected runs it holds)."""
+    name, _heads = remote_heads(Path("."), remote)
+    repo = open_repository(".")  # reopened: the fetched objects are visible
+    # Its live logs and its dropped runs' archives, as `--all` means here.
+    runs = [r for r in all_runs(repo, staging_prefix(name)) if valid_run_id(r)]
+    if run_id is not None:
+        if run_id not in runs:
+            raise WalError(f"remote {name} has no log of run {run_id}",
+                           f"`git ls-remote {name} 'refs/wal/*'` lists the runs it has "
+                           f"(`git wal verify --all --remote {name}` verifies them all)")
+        runs = [run_id]
+    return name, repo, runs
+
+
 @click.command("verify")
 @RUN
 @click.option("--all", "everything", is_flag=True,
@@ -107,11 +136,14 @@ def _allowed_signers(repo: pygit2.Repository, explicit: Path | None) -> Path | N
 @click.option("--require-signed", is_flag=True, help="An unsigned append is a failure.")
 @click.option("--require-sealed", is_flag=True,
               help="A run that does not end in a valid seal is a failure.")
+@click.option("--remote", metavar="NAME",
+              help="Verify the logs as the remote holds them (fetched for reading only), "
+                   "not this clone's; with --all or --run.")
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
 @handled
 def verify_(run_id: str | None, everything: bool, branch: str | None, fmt: str,
             allowed: Path | None, require_signed: bool, require_sealed: bool,
-            as_json: bool) -> None:
+            remote: str | None, as_json: bool) -> None:
     """Check run logs: chain, intents, checkpoints, unlogged changes, order, signatures, seals."""
     if run_id and everything:
         raise click.UsageError("--run and --all exclude each other",
@@ -121,19 +153,26 @@ def verify_(run_id: str | None, everything: bool, branch: str | None, fmt: str,
             raise click.UsageError("--json and --format junit exclude each other",
                                    click.get_current_context())
         fmt = "json"
+    if remote is not None and not (run_id or everything):
+        raise click.UsageError("--remote needs --all or --run", click.get_current_context())
     repo = open_repository(".", "run `git wal verify` inside a clone or a mirror")
-    runs = select_runs(repo, run_id, everything)
+    namespace = LOCAL
+    if remote is None:
+        runs = select_runs(repo, run_id, everything)
+    else:
+        remote, repo, runs = _remote_runs(remote, run_id)
+        namespace = staging_prefix(remote)
     options = Options(branch=branch, allowed_signers=_allowed_signers(repo, allowed),
                       require_signed=require_signed, require_sealed=require_sealed,
                       order=everything)
     with progress.status("verifying") as line:
-        report = verify(repo, runs, options,
+        report = verify(repo, runs, options, namespace=namespace,
                         progress=lambda n, of, run, what: line.update(f"[{n}/{of}] {run}: {what}"))
     if fmt == "json":
-        emit_json(report.to_dict())
+        emit_json(report.to_dict() | {"remote": remote})
     elif fmt == "junit":
-        click.echo(render_junit(report))
+        click.echo(render_junit(report, remote))
     else:
-        click.echo(render_text(report))
+        click.echo(render_text(report, remote))
     if not report.ok:
         sys.exit(EXIT_ERROR)

@@ -2,7 +2,9 @@
 
 Core, used alike by verify, push and fetch: a live log is ``refs/wal/<run>``
 (:func:`list_runs`); a dropped or compacted run may live on only in
-``refs/wal-archive/<run>/<n>``.
+``refs/wal-archive/<run>/<n>``. A copy of another repository's logs keeps the
+same names under another root (``refs/wal-remote/<remote>/wal/<run>``, ...:
+:func:`under`), and is read there, never acted on.
 """
 
 from __future__ import annotations
@@ -18,6 +20,14 @@ from .appends import REF_PREFIX
 from .rewrite import ARCHIVE_PREFIX
 from .store import Store
 
+LOCAL = "refs/"  # the root of this repository's own log refs
+
+
+def under(root: str, ref: str) -> str:
+    """``ref`` (a name under ``refs/``) as kept under ``root``: ``refs/wal/r``
+    under ``refs/wal-remote/origin/`` is ``refs/wal-remote/origin/wal/r``."""
+    return root + ref[len(LOCAL):]
+
 
 def list_runs(repo: pygit2.Repository) -> list[RunId]:
     """Run ids with a log, oldest first (run ids sort by time)."""
@@ -25,15 +35,26 @@ def list_runs(repo: pygit2.Repository) -> list[RunId]:
     return [RunId(n) for n in sorted(names)]
 
 
-def all_runs(repo: pygit2.Repository) -> list[str]:
-    """Runs with a live log or an archived segment (dropped runs too), oldest first."""
-    runs = set(list_runs(repo))
+def all_runs(repo: pygit2.Repository, root: str = LOCAL) -> list[str]:
+    """Runs with a live log or an archived segment (dropped runs too), oldest first;
+    with ``root``, those of the copy kept there."""
+    live, archive = under(root, REF_PREFIX), under(root, ARCHIVE_PREFIX)
+    runs = {RunId(r[len(live):]) for r in repo.references if r.startswith(live)}
     for name in repo.references:
-        if name.startswith(ARCHIVE_PREFIX):
-            run, _, n = name[len(ARCHIVE_PREFIX):].rpartition("/")
+        if name.startswith(archive):
+            run, _, n = name[len(archive):].rpartition("/")
             if valid_run_id(run) and n.isdigit():  # gitwal archives no other names
                 runs.add(RunId(run))
     return sorted(runs)
+
+
+def archived_heads(repo: pygit2.Repository, run: str,
+                   root: str = LOCAL) -> list[tuple[int, str]]:
+    """(n, head) of every archived segment of ``run`` kept under ``root``, oldest first."""
+    prefix = under(root, f"{ARCHIVE_PREFIX}{run}/")
+    return sorted((int(name[len(prefix):]), str(repo.references[name].target))
+                  for name in repo.references
+                  if name.startswith(prefix) and name[len(prefix):].isdigit())
 
 
 def select_runs(repo: pygit2.Repository, run_id: str | None, everything: bool) -> list[str]:

@@ -13,6 +13,7 @@ from pygit2.enums import ObjectType
 from ..base.ids import TreeId
 from ..changes.ledger import Fold, Ledger, Rules
 from ..log.rewrite import CHECKPOINT_PREFIX
+from ..log.runs import LOCAL, under
 from ..log.segments import Entry, Failure
 from ..records.model import Checkpoint, Commit, Intent, Plan, Record
 from ..worktree.diskform import CommittedForms
@@ -23,9 +24,10 @@ from .replay import MAX_PATHS, TreeView, intents_of, short
 
 
 def checkpoint_failures(repo: pygit2.Repository, run: str, history: list[Entry],
-                        plan: Plan | None) -> list[Failure]:
+                        plan: Plan | None, root: str = LOCAL) -> list[Failure]:
     """Each checkpoint's fields follow from the records before it, and its tree is the
-    previous tree (the base commit's, first) plus the committed steps since."""
+    previous tree (the base commit's, first) plus the committed steps since. Detached
+    checkpoint refs are looked up under ``root`` (where the log was read)."""
     out: list[Failure] = []
     intents = intents_of(history)
     trees = TreeView(repo)
@@ -52,7 +54,7 @@ def checkpoint_failures(repo: pygit2.Repository, run: str, history: list[Entry],
             ledger.feed(cp)
             continue
         reasons = [] if e is history[0] else _field_problems(cp, prev, since, intents)
-        reasons += _ref_problems(repo, run, cp, plan_blob)
+        reasons += _ref_problems(repo, run, cp, plan_blob, root)
         if base is not None and is_kind(repo, cp.tree, ObjectType.TREE):
             reasons += _tree_problems(repo, trees, TreeId(base), cp, ledger.expected(), label)
         out += [Failure(run, "checkpoint", reason, cp.lsn) for reason in reasons]
@@ -64,7 +66,7 @@ def checkpoint_failures(repo: pygit2.Repository, run: str, history: list[Entry],
 
 
 def _ref_problems(repo: pygit2.Repository, run: str, cp: Checkpoint,
-                  plan_blob: str | None) -> list[str]:
+                  plan_blob: str | None, root: str) -> list[str]:
     """The plan blob, the commit and (detached) the ref the record names agree with it."""
     out = []
     if plan_blob is not None and cp.plan != plan_blob:
@@ -76,15 +78,16 @@ def _ref_problems(repo: pygit2.Repository, run: str, cp: Checkpoint,
         out.append(f"commit {short(cp.git)} does not have the recorded tree {short(cp.tree)}")
     if cp.ref.startswith(CHECKPOINT_PREFIX):
         want = f"{CHECKPOINT_PREFIX}{run}/{cp.lsn}"
-        ref = repo.references.get(want)
+        where = under(root, want)
+        ref = repo.references.get(where)
         if cp.ref != want:
             out.append(f"ref {cp.ref} is not {want}")
         elif ref is None:  # gitwal writes it once and never deletes it
-            out.append(f"the detached checkpoint {want} is missing (deleted? after "
+            out.append(f"the detached checkpoint {where} is missing (deleted? after "
                        "`git gc` its commit is gone too; a copy may be on a remote: "
                        "`git wal fetch`)")
         elif str(ref.target) != cp.git:
-            out.append(f"{want} points at {short(str(ref.target))}, not at {short(cp.git)}")
+            out.append(f"{where} points at {short(str(ref.target))}, not at {short(cp.git)}")
     return out
 
 

@@ -145,7 +145,8 @@ DEFAULT_CHECKS: tuple[Check, ...] = (
     FnCheck("intent", _intent),
     FnCheck("objects", lambda c: object_failures(c.repo, c.run, c.segments,
                                                  intents_of(c.history))),
-    FnCheck("checkpoint", lambda c: checkpoint_failures(c.repo, c.run, c.history, c.plan)),
+    FnCheck("checkpoint", lambda c: checkpoint_failures(c.repo, c.run, c.history, c.plan,
+                                                        c.session.namespace)),
     FnCheck("undo", lambda c: [Failure(c.run, "undo", why, lsn) for lsn, why in
                                log_problems(c.repo, (e.record for e in c.history))]),
     FnCheck("among", lambda c: check_named(c.repo, c.run, (e.record for e in c.history),

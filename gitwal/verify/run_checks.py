@@ -15,6 +15,7 @@ from typing import Any
 import pygit2
 
 from ..base.errors import WalError
+from ..log.runs import LOCAL
 from ..log.segments import Failure
 from ..signing.allowed_signers import load_allowed
 from .branch import resolve
@@ -59,8 +60,12 @@ class Report:
 
 def verify(repo: pygit2.Repository, runs: Sequence[str], options: Options = Options(),
            checks: Sequence[Check] = DEFAULT_CHECKS,
-           progress: Progress | None = None) -> Report:
-    """Verify ``runs``; failures are data, a WalError means the request itself is wrong."""
+           progress: Progress | None = None, namespace: str = LOCAL) -> Report:
+    """Verify ``runs``; failures are data, a WalError means the request itself is wrong.
+
+    The logs are read under ``namespace``: this repository's own refs by default,
+    or a copy kept under another root, e.g. ``refs/wal-remote/origin/`` for what
+    remote origin held at the last fetch (gitwal/remote/fetch.py)."""
     if options.branch is not None and resolve(repo, options.branch) is None:
         raise WalError(f"no branch, ref or commit named {options.branch!r}",
                        "pass --branch an existing branch (e.g. main) or ref")
@@ -70,7 +75,7 @@ def verify(repo: pygit2.Repository, runs: Sequence[str], options: Options = Opti
                        "proves nothing", "pass --allowed-signers FILE (git's "
                        "gpg.ssh.allowedSignersFile format; `git wal trust add` writes one)")
     allowed = None if options.allowed_signers is None else load_allowed(options.allowed_signers)
-    session = Session(repo, allowed)
+    session = Session(repo, allowed, namespace)
     session.runs = runs
     results = []
     for n, run in enumerate(runs, 1):

@@ -4,6 +4,12 @@ and every other run that asks for it.
 
 A log that cannot be read at all is a failure of its run, never an exception:
 the other runs are still verified.
+
+The logs are read under one root (``namespace``): this repository's own refs,
+or a copy of a remote's (``refs/wal-remote/<remote>/``, `git wal verify
+--remote`). Every ref of a run -- live, archives, detached checkpoints -- and
+the other runs the checks consult are read there, so a verification never
+mixes two copies.
 """
 
 from __future__ import annotations
@@ -14,11 +20,10 @@ from dataclasses import dataclass
 import pygit2
 
 from ..base.errors import CorruptLog
-from ..base.ids import RunId
+from ..log.appends import REF_PREFIX
 from ..log.rewrite import ARCHIVE_PREFIX
-from ..log.runs import all_runs
+from ..log.runs import LOCAL, all_runs, archived_heads, under
 from ..log.segments import Entry, Failure, Segment, merge_segments, read_segment
-from ..log.store import Store
 from ..records.codec import decode
 from ..records.model import Checkpoint, Plan
 from ..signing.allowed_signers import AllowedSigner
@@ -38,9 +43,11 @@ class Session:
     """State shared by the runs of one verification: each log is read once."""
 
     def __init__(self, repo: pygit2.Repository,
-                 allowed: Sequence[AllowedSigner] | None = None) -> None:
+                 allowed: Sequence[AllowedSigner] | None = None,
+                 namespace: str = LOCAL) -> None:
         self.repo = repo
         self.allowed = allowed  # the allowed-signers entries, read once
+        self.namespace = namespace  # the root the logs are read under
         self._loaded: dict[str, Loaded] = {}
         self.runs: Sequence[str] = ()  # the runs being verified
         self._order: list[Failure] | None = None
@@ -48,7 +55,7 @@ class Session:
     def load(self, run: str) -> Loaded:
         if run not in self._loaded:
             try:
-                self._loaded[run] = _load(self.repo, run)
+                self._loaded[run] = _load(self.repo, run, self.namespace)
             except (LookupError, ValueError, pygit2.GitError) as e:
                 # Damage the reader did not foresee (undecodable commit headers,
                 # say): this run fails, the others are still verified.
@@ -70,25 +77,25 @@ class Session:
 
     def others(self, run: str) -> Iterator[tuple[Plan, list[Entry]]]:
         """(plan, history) of every other run whose plan could be read."""
-        for other in all_runs(self.repo):
+        for other in all_runs(self.repo, self.namespace):
             loaded = self.load(other)
             if other != run and loaded.plan is not None:
                 yield loaded.plan, list(loaded.history)
 
 
-def _load(repo: pygit2.Repository, run: str) -> Loaded:
-    store = Store(repo, RunId(run))
-    archives = store.archives()
-    heads = [(f"{ARCHIVE_PREFIX}{run}/{n}", head, False) for n, head in archives]
-    live = store.head()
+def _load(repo: pygit2.Repository, run: str, root: str) -> Loaded:
+    archives = archived_heads(repo, run, root)
+    heads = [(under(root, f"{ARCHIVE_PREFIX}{run}/{n}"), head, False) for n, head in archives]
+    live_ref = under(root, REF_PREFIX + run)
+    live = repo.references.get(live_ref)
     if live is not None:
-        heads.append((store.ref_name, live, True))
+        heads.append((live_ref, str(live.target), True))
     segments: list[Segment] = []
     # Archives are numbered 1, 2, ... as compactions make them, and written once:
     # a number missing below the highest is compacted history someone deleted.
-    failures = [Failure(run, "chain", f"the archive {ARCHIVE_PREFIX}{run}/{n} is missing "
-                        "(deleted? its records are gone after `git gc`; a copy may be on a "
-                        "remote: `git wal fetch`)")
+    failures = [Failure(run, "chain", f"the archive {under(root, ARCHIVE_PREFIX)}{run}/{n} "
+                        "is missing (deleted? its records are gone after `git gc`; a copy "
+                        "may be on a remote: `git wal fetch`)")
                 for n in sorted(set(range(1, max((n for n, _ in archives), default=0)))
                                 - {n for n, _ in archives})]
     for ref, head, is_live in heads:
