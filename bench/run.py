@@ -3,7 +3,7 @@
 This module only orchestrates: it runs the sections (one module each:
 append.py §1, step.py §2, snapshot.py §3, scale.py §4, storage.py §5,
 latency.py §6, hook_session.py §7, githooks.py §9, agents_together.py §10,
-replication.py §11),
+replication.py §11, resume.py §12),
 then prints the markdown report and
 writes it to docs/benchmarks.md, with a place for §8, which
 bench/claude_session.py (run by `make bench` right after) fills in. Every
@@ -33,6 +33,7 @@ from .githooks import bench_githooks
 from .hook_session import bench_hook_session
 from .latency import bench_latency
 from .replication import bench_replication
+from .resume import bench_resume
 from .scale import bench_scale
 from .section import Section, say
 from .snapshot import bench_snapshot
@@ -94,6 +95,7 @@ SECTIONS: dict[int, Callable[[Path, list[StorageResult]], Section]] = {
     9: lambda work, _s: bench_githooks(work),  # §8 is bench/claude_session.py's
     10: lambda work, _s: bench_agents_together(work),
     11: lambda work, _s: bench_replication(work),
+    12: lambda work, _s: bench_resume(work),
 }
 
 

@@ -82,6 +82,7 @@ def _committed_steps(clone: Path, run: str) -> list[int]:
     return sorted(intents[r["intent"]]["step"] for r in recs if r["type"] == "commit")
 
 
+@pytest.mark.slow
 def test_a_lost_machine_s_run_goes_on_in_a_fresh_clone(git_server: GitServer,
                                                         tmp_path: Path) -> None:
     s = next(_setup(git_server, tmp_path))
@@ -121,6 +122,7 @@ def test_a_lost_machine_s_run_goes_on_in_a_fresh_clone(git_server: GitServer,
     assert tree_of(other) == tree_of(straight)
 
 
+@pytest.mark.slow
 def test_the_cut_off_machine_is_fenced_and_loses_nothing(http: Setup) -> None:
     s = http
     run = _begin(s.clone)
@@ -191,6 +193,7 @@ def test_resume_errors(http: Setup) -> None:
         assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_two_clones_racing_to_resume_leave_one_chain(http: Setup) -> None:
     s = http
     run = _begin(s.clone)
@@ -210,3 +213,24 @@ def test_two_clones_racing_to_resume_leave_one_chain(http: Setup) -> None:
             assert "moved after it was fetched" in err or "moved while" in err, err
             assert git(s.bare, "merge-base", "--is-ancestor", local_head(clone, run),
                        head) == ""
+
+
+@pytest.mark.slow
+def test_an_open_shell_step_is_in_doubt_after_a_takeover(http: Setup) -> None:
+    s = http
+    git(s.clone, "config", "wal.remote.durability", "commit")
+    run = _begin(s.clone)
+    assert _step(s.clone, 1).returncode == 0
+    killed = wal(s.clone, "exec", "--", "sh", "-c", "echo made > e.txt",
+                 env={"GITWAL_CRASH_AT": "after-exec"})
+    assert killed.returncode != 0 and (s.clone / "e.txt").exists()  # it ran, then died
+    head = local_head(s.clone, run)
+    until("the intent on the remote", lambda: remote_head(s.bare, run) == head)
+    _kill_machine(s.clone)
+    other = _clone(s, "other")
+    doc = check(json.loads(ok(other, "resume", run, "--json")), "resume")
+    assert doc["closed"]["outcome"] == "in-doubt" and doc["closed"]["tool"] == "exec"
+    assert not (other / "e.txt").exists()  # the tree is at the step's pre-image here
+    abort = next(r for r in _records(other, run) if r["type"] == "abort")
+    assert "outside the working tree is not known" in abort["reason"]
+    assert "git wal exec" in doc["prompt"]

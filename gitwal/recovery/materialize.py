@@ -17,6 +17,7 @@ refusal leaves the remote's log as it was.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -144,24 +145,33 @@ def apply_tree(wt: Worktree, plan: Plan, tree_plan: TreePlan, base: TreeId | Non
     index = pygit2.Index()
     if head is not None:
         index.read_tree(repo[head])  # type: ignore[arg-type]
+    names = sorted(e.path for e in index)  # read once: each path looked up by bisection
     for path in tree_plan.writes:
         state = tree_plan.want[path]
-        _clear_way(index, path)
-        if state != ABSENT:
-            mode = _mode(repo, [base, head], path)
-            index.add(pygit2.IndexEntry(path, pygit2.Oid(hex=state), pygit2.enums.FileMode(mode)))
+        if state == ABSENT:
+            if path in index:
+                index.remove(path)
+            continue
+        _clear_way(index, names, path)
+        mode = pygit2.enums.FileMode(_mode(repo, [base, head], path))
+        index.add(pygit2.IndexEntry(path, pygit2.Oid(hex=state), mode))
     target = TreeId(str(index.write_tree(repo)))
     return restore_paths(wt, target, list(tree_plan.writes), tag=f"m{plan.lsn}")
 
 
-def _clear_way(index: pygit2.Index, path: str) -> None:
+def _clear_way(index: pygit2.Index, names: list[str], path: str) -> None:
     """Drop ``path`` and every entry a file there could not stand beside (an
-    ancestor that is a file, anything under it as a directory)."""
+    ancestor that is a file, anything under it as a directory). ``names``:
+    the entries HEAD's tree had, sorted. The ledger's present states never
+    put a file under another present file, so no write clears another's."""
     parts = path.split("/")
     for i in range(1, len(parts) + 1):
         name = "/".join(parts[:i])
         if name in index:
             index.remove(name)
     under = path + "/"
-    for entry in [e.path for e in index if e.path.startswith(under)]:
-        index.remove(entry)
+    at = bisect.bisect_left(names, under)
+    while at < len(names) and names[at].startswith(under):
+        if names[at] in index:
+            index.remove(names[at])
+        at += 1
