@@ -63,11 +63,34 @@ def _clone(s: Setup, name: str) -> Path:
     return path
 
 
+def _processes_in(clone: Path) -> list[int]:
+    """Every process whose working directory is ``clone`` or below (the
+    pusher, a `git push` it started in a session of its own)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cwd = Path(os.readlink(entry / "cwd"))
+        except OSError:
+            continue  # gone, or not ours to read
+        if cwd == clone or clone in cwd.parents:
+            out.append(int(entry.name))
+    return out
+
+
 def _kill_machine(clone: Path) -> None:
-    """SIGKILL every gitwal process of ``clone`` (its pusher) and delete it."""
+    """SIGKILL every process of ``clone`` (its pusher and what it started)
+    and delete its directory."""
+    pids = set(_processes_in(clone))
     pid = _pusher_pid(clone)
     if pid is not None:
-        os.kill(pid, signal.SIGKILL)
+        pids.add(pid)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
         wait_exit(pid)
     shutil.rmtree(clone)
 
