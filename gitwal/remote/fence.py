@@ -12,7 +12,7 @@ between the fork and the remote's head) and only shown.
 ``<common-dir>/wal/replica/<remote>/fenced/<run>.json`` holds the fence,
 written once, durably, apart from the pusher's state (which a lost file
 only resets): a fence is lifted only by `git wal resume` here. The local log
-is left as it is; resume keeps its appends since the fork in an archive ref.
+is left as it is; resume keeps it in ``refs/wal-fenced/<run>/<n>``.
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ class Fence:
             "and nothing of it is pushed",
             f"nothing is lost: this clone's appends stay in its log; go on where the run "
             f"is now, or take it back here with `git wal resume {self.run} --remote "
-            f"{self.remote}` (it keeps this clone's appends in an archive ref)",
+            f"{self.remote}` (this clone's own appends are then kept in "
+            f"refs/wal-fenced/{self.run}/)",
         )
 
 
