@@ -23,6 +23,7 @@ from gitwal.remote.claim_refs import make_commit, ref_of
 
 from .conftest import GIT_WAL, git, ok, wal
 from .gitservers import HttpGitServer
+from .test_agent_payloads import claude_run, claude_tool, run_hook, wal_log
 from .test_json_schema import check
 from .test_remote_replication import Setup, _setup, _stop_pusher
 
@@ -163,6 +164,11 @@ def test_a_trusted_claim_of_another_clone_refuses_a_step_before_its_intent(
             assert said in proc.stderr
         assert _records(b, run_b) == before  # refused before its intent
         assert (b / "a.txt").read_text() == "0\n"
+        # Claude Code's Edit is refused the same way, before its intent
+        edit = {"file_path": str(b / "a.txt"), "old_string": "0", "new_string": "1"}
+        r = run_hook(b, "claude", claude_tool(b, "PreToolUse", "Edit", edit, "t1"))
+        assert r.code == 2 and run_a in r.err and _id(a) in r.err, r.err
+        assert not [x for x in wal_log(b, claude_run()) if x["type"] == "intent"]
     else:
         assert proc.returncode == 0, proc.stderr
         assert "warning:" in proc.stderr and run_a in proc.stderr
@@ -187,6 +193,59 @@ def test_release_deletes_the_remote_ref_and_the_other_clone_may_claim(
     head = _remote_claim(http.bare, "docs/*")
     assert head is not None
     assert json.loads(git(http.bare, "show", f"{head}:claim.json"))["run"] == run_b
+
+
+def test_an_expired_claim_is_replaced_by_compare_and_swap(
+        http: Setup, two: tuple[Path, Path]) -> None:
+    a, b = two
+    _begin(a, "long ago")
+    run_b = _begin(b, "now")
+    ra = Wal(str(a)).run()
+    claiming.claim(ra, ["src/x.py"], 60, now=1_000_000_000)  # ended in 2001
+    old = _remote_claim(http.bare, "src/x.py")
+    assert old is not None
+    ok(b, "claim", "src/x.py")
+    new = _remote_claim(http.bare, "src/x.py")
+    assert new is not None and new != old
+    assert json.loads(git(http.bare, "show", f"{new}:claim.json"))["run"] == run_b
+    assert git(http.bare, "rev-parse", f"{new}^").strip() == old  # a fast-forward
+
+
+def test_an_unreachable_remote_fails_the_claim_and_keeps_a_release_s_claim(
+        http: Setup, two: tuple[Path, Path]) -> None:
+    a, b = two
+    _begin(a, "holder")
+    run_b = _begin(b, "cut off")
+    ok(a, "claim", "a.txt")
+    url = git(a, "remote", "get-url", "origin").strip()
+    for clone in (a, b):
+        git(clone, "remote", "set-url", "origin", "http://127.0.0.1:9/nothing.git")
+    failed = wal(b, "claim", "b.txt")
+    assert failed.returncode != 0
+    assert "error:" in failed.stderr and "hint:" in failed.stderr
+    assert "local claim was released" in failed.stderr
+    doc = json.loads(ok(b, "runs", "--json"))
+    assert [r["claims"] for r in doc if r["run"] == run_b] == [[]]
+    released = wal(a, "release")
+    assert released.returncode == 0, released.stderr
+    assert "warning:" in released.stderr and "until they expire" in released.stderr
+    assert _remote_claim(http.bare, "a.txt") is not None  # held until it expires
+    git(a, "remote", "set-url", "origin", url)
+    git(b, "remote", "set-url", "origin", url)
+    assert wal(b, "claim", "a.txt").returncode != 0
+
+
+def test_dropping_a_run_deletes_its_claims_on_the_remote(
+        http: Setup, two: tuple[Path, Path]) -> None:
+    a, b = two
+    run_a = _begin(a, "dropped")
+    _begin(b, "next")
+    ok(a, "claim", "a.txt", "docs/*")
+    assert _remote_claim(http.bare, "a.txt") and _remote_claim(http.bare, "docs/*")
+    ok(a, "drop", run_a)
+    assert _remote_claim(http.bare, "a.txt") is None
+    assert _remote_claim(http.bare, "docs/*") is None
+    ok(b, "claim", "a.txt", "docs/*")
 
 
 def test_runs_json_lists_the_remote_claims(http: Setup, two: tuple[Path, Path]) -> None:

@@ -12,8 +12,11 @@ go in one ``git push --atomic``: all taken, or none.
 
 from __future__ import annotations
 
+import fcntl
+import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pygit2
@@ -35,9 +38,9 @@ from .claim_refs import (
 from .push import porcelain
 from .push_heads import git_cwd, git_until
 from .refs import staging_prefix
-from .replica_state import remote_of
+from .replica_state import remote_of, replica_dir
 
-__all__ = ["ClaimHeld", "Holder", "drop", "drop_remote", "refresh", "take"]
+__all__ = ["ClaimHeld", "Holder", "drop", "drop_remote", "end_taken_over", "refresh", "take"]
 
 CLAIM_LIMIT = 60.0  # seconds one claim push or fetch may take
 _OK = ("created", "updated", "compacted", "up-to-date", "deleted")
@@ -61,13 +64,28 @@ def _git(repo: pygit2.Repository, args: list[str], deadline: float) -> tuple[int
     return git_until(["git", f"--git-dir={common_dir(repo)}", *args], git_cwd(repo), deadline)
 
 
+@contextmanager
+def _copy_lock(repo: pygit2.Repository, remote: str) -> Iterator[None]:
+    """One writer of this clone's copy of ``remote``'s claims at a time (the
+    pusher's fetch, a claim's): no ref lock lost, no older copy written over
+    a newer one."""
+    fd = os.open(replica_dir(common_dir(repo), remote) / "claims.lock",
+                 os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def refresh(repo: pygit2.Repository, remote: str, deadline: float | None = None) -> str | None:
     """Copy the remote's claim refs into ``refs/wal-remote/<remote>/wal-claims/*``
     (pruned: a released claim goes away here too); the error, or None."""
     end = time.monotonic() + CLAIM_LIMIT if deadline is None else deadline
     spec = f"+{CLAIMS_PREFIX}*:{staging_prefix(remote)}wal-claims/*"
-    code, _out, err = _git(repo, ["fetch", "--no-tags", "--prune", "--no-write-fetch-head",
-                                  "--recurse-submodules=no", remote, spec], end)
+    with _copy_lock(repo, remote):
+        code, _out, err = _git(repo, ["fetch", "--no-tags", "--prune", "--no-write-fetch-head",
+                                      "--recurse-submodules=no", remote, spec], end)
     if code != 0:
         return err or "the fetch did not finish in time"
     return None
@@ -116,9 +134,11 @@ def take(repo: pygit2.Repository, remote: str, me: Holder, patterns: Sequence[st
                            f"the remote must be reachable to claim across clones "
                            f"(`git ls-remote {remote}`); the local claim was released")
         if all(seen.get(r) is not None and seen[r].status in _OK for r in refs):
-            for r in refs:
-                repo.references.create(staged_ref(remote, r), pygit2.Oid(hex=pushed[r]),
-                                       force=True)
+            refresh(repo, remote, deadline)  # the others' claims too (best effort)
+            with _copy_lock(repo, remote):
+                for r in refs:
+                    repo.references.create(staged_ref(remote, r), pygit2.Oid(hex=pushed[r]),
+                                           force=True)
             return
         if (why := refresh(repo, remote, deadline)) is not None:
             raise WalError(f"{remote} refused the claim and could not be read: {why}",
@@ -137,14 +157,15 @@ def _held(remote: str, held: list[RemoteClaim], now: int) -> ClaimHeld:
         "or the claim expires; `git wal runs` lists the remote's claims")
 
 
-def drop(repo: pygit2.Repository, remote: str, run: str, clone: str,
+def drop(repo: pygit2.Repository, remote: str, run: str, clone: str | None,
          patterns: Sequence[str] | None) -> str | None:
     """Delete ``run``'s claim refs on ``remote`` (of ``patterns``, or all of
-    them), each by compare-and-swap from the commit this clone last saw there;
+    them; taken in ``clone``, or in any clone when None), each by
+    compare-and-swap from the commit this clone last saw there;
     the error, or None. Best effort: a remote that cannot be reached keeps
     the claim until it expires."""
     deadline = time.monotonic() + CLAIM_LIMIT
-    mine = [c for c in staged(repo, remote) if c.run == run and c.clone == clone
+    mine = [c for c in staged(repo, remote) if c.run == run and clone in (None, c.clone)
             and (patterns is None or c.pattern in patterns)]
     if not mine:
         return None
@@ -156,12 +177,13 @@ def drop(repo: pygit2.Repository, remote: str, run: str, clone: str,
     if not seen:
         return stderr or "the push did not finish in time"
     failed = [c for c in mine if seen.get(c.ref) is None or seen[c.ref].status not in _OK]
-    for c in mine:
-        if c not in failed:
-            try:
-                repo.references.delete(staged_ref(remote, c.ref))
-            except KeyError:
-                pass
+    with _copy_lock(repo, remote):
+        for c in mine:
+            if c not in failed:
+                try:
+                    repo.references.delete(staged_ref(remote, c.ref))
+                except KeyError:
+                    pass
     if failed:
         refresh(repo, remote, deadline)
         return f"{remote} kept {failed[0].ref}: {seen.get(failed[0].ref) or stderr}"
@@ -176,5 +198,15 @@ def drop_remote(repo: pygit2.Repository, run: str,
     if (remote := remote_of(repo, run)) is None:
         return
     if (why := drop(repo, remote, run, clone_id(repo), patterns)) is not None:
+        tell(f"warning: the claims of run {run} on {remote} were not deleted ({why}); "
+             "they bind other clones until they expire")
+
+
+def end_taken_over(repo: pygit2.Repository, remote: str, run: str) -> None:
+    """A run taken over here holds no claim of the clone it was taken from:
+    its claim refs on ``remote`` deleted, whichever clone took them."""
+    deadline = time.monotonic() + CLAIM_LIMIT
+    why = refresh(repo, remote, deadline) or drop(repo, remote, run, None, None)
+    if why is not None:
         tell(f"warning: the claims of run {run} on {remote} were not deleted ({why}); "
              "they bind other clones until they expire")
