@@ -19,13 +19,14 @@ import pytest
 from gitwal import Wal
 from gitwal.decisions import claiming
 from gitwal.log.authorship import clone_id
+from gitwal.remote.claim_push import ClaimHeld
 from gitwal.remote.claim_refs import make_commit, ref_of
 
 from .conftest import GIT_WAL, git, ok, wal
 from .gitservers import HttpGitServer
 from .test_agent_payloads import claude_run, claude_tool, run_hook, wal_log
 from .test_json_schema import check
-from .test_remote_replication import Setup, _setup, _stop_pusher
+from .test_remote_replication import Setup, _setup, _stop_pusher, local_head, remote_head, until
 
 ROUNDS = 10
 
@@ -89,7 +90,6 @@ def test_two_clones_racing_for_one_path_one_wins_and_the_other_is_told_who(
     runs = {a: _begin(a, "task of a"), b: _begin(b, "task of b")}
     ids = {a: _id(a), b: _id(b)}
     assert ids[a] != ids[b]
-    winners = set()
     for n in range(ROUNDS):
         done = _race([a, b], http.base, n)
         won = [c for c, p in zip((a, b), done, strict=True) if p.returncode == 0]
@@ -109,7 +109,6 @@ def test_two_clones_racing_for_one_path_one_wins_and_the_other_is_told_who(
         assert [r["claims"] for r in doc] == [[]]
         ok(winner, "release")
         assert _remote_claim(http.bare, "src/x.py") is None
-        winners.add(winner)
 
 
 def test_identical_claims_in_the_same_second_do_not_both_succeed(
@@ -121,7 +120,6 @@ def test_identical_claims_in_the_same_second_do_not_both_succeed(
     ra = Wal(str(a)).run("same-run")
     rb = Wal(str(b)).run("same-run")
     claiming.claim(ra, ["src/x.py"], 600, now=at)
-    from gitwal.remote.claim_push import ClaimHeld
     with pytest.raises(ClaimHeld, match="same-run"):
         claiming.claim(rb, ["src/x.py"], 600, now=at)
     # The nonce: one clone making one claim twice makes two commits.
@@ -246,6 +244,18 @@ def test_dropping_a_run_deletes_its_claims_on_the_remote(
     assert _remote_claim(http.bare, "a.txt") is None
     assert _remote_claim(http.bare, "docs/*") is None
     ok(b, "claim", "a.txt", "docs/*")
+
+
+def test_a_run_taken_over_holds_no_claim_of_the_clone_it_left(
+        http: Setup, two: tuple[Path, Path]) -> None:
+    a, b = two
+    run_a = _begin(a, "moves on")
+    ok(a, "claim", "a.txt")
+    until("A's run on the remote",
+          lambda: remote_head(http.bare, run_a) == local_head(a, run_a))
+    assert _remote_claim(http.bare, "a.txt") is not None
+    ok(b, "resume", run_a)
+    assert _remote_claim(http.bare, "a.txt") is None
 
 
 def test_runs_json_lists_the_remote_claims(http: Setup, two: tuple[Path, Path]) -> None:
