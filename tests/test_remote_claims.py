@@ -193,6 +193,23 @@ def test_release_deletes_the_remote_ref_and_the_other_clone_may_claim(
     assert json.loads(git(http.bare, "show", f"{head}:claim.json"))["run"] == run_b
 
 
+def test_a_refused_claim_takes_nothing_and_keeps_what_the_run_held(
+        http: Setup, two: tuple[Path, Path]) -> None:
+    """One atomic push: of `y` (the run's already) and `x` (another's), none
+    moves; the run still holds `y`, here and on the remote."""
+    a, b = two
+    run_a = _begin(a, "x")
+    run_b = _begin(b, "y")
+    ok(a, "claim", "x")
+    ok(b, "claim", "y")
+    y = _remote_claim(http.bare, "y")
+    refused = wal(b, "claim", "y", "x")
+    assert refused.returncode != 0 and run_a in refused.stderr
+    assert _remote_claim(http.bare, "y") == y
+    held = [r["claims"] for r in json.loads(ok(b, "runs", "--json")) if r["run"] == run_b]
+    assert [[c["path"] for c in h] for h in held] == [["y"]]
+
+
 def test_an_expired_claim_is_replaced_by_compare_and_swap(
         http: Setup, two: tuple[Path, Path]) -> None:
     a, b = two

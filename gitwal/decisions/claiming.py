@@ -32,8 +32,9 @@ def claim(run: Run, paths: Sequence[str], ttl: int = DEFAULT_TTL,
                           f"(a year), not {ttl}", "release a claim with `git wal release`; "
                           "claim again to extend one")
     t = now_s() if now is None else now
-    rec = _append(run, pats, ttl, t)
     repo = run.store.repo
+    held = {c.pattern for c in run_claims(repo, run.id, t)}
+    rec = _append(run, pats, ttl, t)
     if (remote := remote_of(repo, run.id)) is not None:
         head = run.store.head()
         assert head is not None  # the claim record was just appended
@@ -42,7 +43,10 @@ def claim(run: Run, paths: Sequence[str], ttl: int = DEFAULT_TTL,
             take(repo, remote, Holder(run.id, clone_id(repo), task, rec.lsn), pats, t, ttl,
                  run.store.signer)
         except WalError:
-            _append(run, pats, 0, t)  # not held on the remote: not held here either
+            # not taken on the remote: not held here either (what the run held
+            # before stays held; the remote keeps its claims of them too)
+            if fresh := tuple(p for p in pats if p not in held):
+                _append(run, fresh, 0, t)
             raise
     return rec, overlaps(repo, run.id, pats, t)
 
