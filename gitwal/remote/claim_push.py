@@ -28,6 +28,7 @@ from ..log.locks import tell
 from ..log.packwrite import Signer
 from .claim_refs import (
     CLAIMS_PREFIX,
+    COPY_LOCK,
     RemoteClaim,
     make_commit,
     of_patterns,
@@ -69,7 +70,7 @@ def _copy_lock(repo: pygit2.Repository, remote: str) -> Iterator[None]:
     """One writer of this clone's copy of ``remote``'s claims at a time (the
     pusher's fetch, a claim's): no ref lock lost, no older copy written over
     a newer one."""
-    fd = os.open(replica_dir(common_dir(repo), remote) / "claims.lock",
+    fd = os.open(replica_dir(common_dir(repo), remote) / COPY_LOCK,
                  os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,8 +25,10 @@ from typing import Any
 
 import pygit2
 
+from ..base.repository import common_dir
 from ..log.packwrite import Signer, commit_data, with_signature
 from .refs import STAGING_PREFIX, staging_prefix
+from .replica_state import replica_dir
 
 __all__ = ["CLAIMS_PREFIX", "SKEW", "RemoteClaim", "make_commit", "ref_of", "staged",
            "staged_ref"]
@@ -33,6 +36,7 @@ __all__ = ["CLAIMS_PREFIX", "SKEW", "RemoteClaim", "make_commit", "ref_of", "sta
 CLAIMS_PREFIX = "refs/wal-claims/"
 SKEW = 120  # seconds: how far two machines' clocks may disagree about a claim's end
 BLOB = "claim.json"
+COPY_LOCK = "claims.lock"  # in <common-dir>/wal/replica/<remote>/ (claim_push.py)
 _STAGED_PART = "/wal-claims/"
 
 
@@ -130,6 +134,8 @@ def read(repo: pygit2.Repository, remote: str, ref: str, commit: str) -> RemoteC
 def staged(repo: pygit2.Repository, remote: str | None = None) -> list[RemoteClaim]:
     """Every claim in this clone's copy of ``remote``'s claim refs (of every
     remote when None), live or not, by pattern."""
+    if not _copied(repo, remote):
+        return []  # the common case: this clone never fetched a remote's claims
     prefix = STAGING_PREFIX if remote is None else staging_prefix(remote)
     out = []
     for name in repo.references:
@@ -145,6 +151,20 @@ def staged(repo: pygit2.Repository, remote: str | None = None) -> list[RemoteCla
         if claim is not None:
             out.append(claim)
     return sorted(out, key=lambda c: (c.pattern, c.remote))
+
+
+def _copied(repo: pygit2.Repository, remote: str | None) -> bool:
+    """Has this clone ever written a copy of (``remote``'s) claim refs: the
+    lock every writer of the copy takes (claim_push.py) is there. A few stats
+    where listing every ref of a clone with many runs takes milliseconds."""
+    common = common_dir(repo)
+    if remote is not None:
+        return (replica_dir(common, remote, create=False) / COPY_LOCK).exists()
+    root = common / "wal" / "replica"
+    try:
+        return any((root / d / COPY_LOCK).exists() for d in os.listdir(root))
+    except OSError:
+        return False
 
 
 def of_patterns(claims: Sequence[RemoteClaim], remote: str) -> dict[str, RemoteClaim]:
