@@ -41,6 +41,7 @@ def run_info(info: RunInfo) -> dict[str, Any]:
             "open": list(info.open), "current": info.current,
             "worktree": worktree(info.worktree), "damaged": info.damaged,
             "claims": [claim(c) for c in info.claims],
+            "remote_claims": [c.to_dict(trusted) for c, trusted in info.remote_claims],
             "remote": None if info.remote is None else info.remote.to_dict()}
 
 

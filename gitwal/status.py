@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from .base.ids import Lsn, RunId
 from .log.store import Store
 from .records.model import Abort, Checkpoint, Commit, Intent, Seal, Unlogged
+from .remote.claim_refs import RemoteClaim
 from .remote.replica_state import RemoteState
 from .together.claims import Live
 
@@ -26,6 +27,9 @@ class RunInfo:
     damaged: str | None = None  # why the log cannot be read (`git wal repair RUN`)
     claims: tuple[Live, ...] = ()  # live claims (claims.py)
     remote: RemoteState | None = None  # its replication (docs/remote-runs.md); None: no remote
+    # the live claims on its remote as this clone last fetched them, each with
+    # whether it binds here (a key the user trusts signed it)
+    remote_claims: tuple[tuple[RemoteClaim, bool], ...] = ()
 
     @property
     def open_intents(self) -> tuple[Lsn, ...]:

@@ -27,6 +27,7 @@ from .remote.replicate import Replication
 from .signing.signer import configured_signer
 from .status import RunInfo, Status, run_status
 from .together.claims import now_s, run_claims
+from .together.remote_claims import live_remote_claims
 from .worktree.tree import Worktree
 
 if TYPE_CHECKING:  # loaded when used: `status` needs none of them
@@ -190,6 +191,7 @@ class Wal:
             current = None
         out = []
         now = now_s()
+        remote_claims = live_remote_claims(self.repo, now)
         for rid in list_runs(self.repo):
             # One damaged log is reported as such; it never hides the others.
             try:
@@ -201,7 +203,9 @@ class Wal:
                 continue
             out.append(RunInfo(rid, st.task, st.records, st.open, rid == current,
                                st.worktree, claims=tuple(run_claims(self.repo, rid, now)),
-                               remote=st.remote))
+                               remote=st.remote, remote_claims=tuple(
+                                   c for c in remote_claims if st.remote is not None
+                                   and c[0].remote == st.remote.name)))
         return out
 
     def status(self, run_id: str | None = None) -> Status:

@@ -25,6 +25,7 @@ from ..log.rewrite import ARCHIVE_PREFIX, CHECKPOINT_PREFIX
 from ..log.store import Ref, RunSealed
 from ..records.codec import encode
 from ..records.model import Checkpoint, Commit, Intent, Record, Seal
+from ..remote.claim_push import drop_remote
 from ..run import Run
 from ..worktree.tree import Worktree, blob_id
 from ..worktree.treeread import tree_state
@@ -274,4 +275,5 @@ def drop(run: Run) -> str:
         name = _archive(run, head)
         run.store.delete_live(head)
         run.wt.forget_snapshots(run.id)
-        return name
+    drop_remote(run.store.repo, run.id)  # a dropped run holds no claim, on the remote either
+    return name

@@ -22,6 +22,7 @@ from ..base.ids import ABSENT, CommitId, Lsn, TreeId
 from ..changes.ledger import EXPLAINED, Ledger, fold
 from ..log.store import Ref, RunSealed
 from ..records.model import Intent, Seal
+from ..remote.claim_push import drop_remote
 from ..run import Run
 from ..worktree.tree import Worktree
 from ..worktree.treeread import tree_state
@@ -105,4 +106,6 @@ def seal(run: Run) -> SealResult:
             )
         rec = Seal(run.id, Lsn(last.lsn + 1), last.lsn, head, snap)
         commit = store.append([rec], [Ref(snap, is_tree=True)], head)
-        return SealResult(rec.lsn, last.lsn, head, snap, commit, key.fingerprint)
+        done = SealResult(rec.lsn, last.lsn, head, snap, commit, key.fingerprint)
+    drop_remote(store.repo, run.id)  # a seal ends its claims, on the remote too
+    return done

@@ -32,7 +32,9 @@ def _overlap_lines(found: list[tuple[claims.Live, str]], now: int) -> list[str]:
 def claim(paths: tuple[str, ...], ttl: int, run_id: str | None, as_json: bool) -> None:
     """Claim PATHs (paths or glob patterns) for the run: other runs' steps on
     them are refused (`git config wal.claims warn`: only warned about) until
-    the claim expires, is released, or the run is sealed or dropped."""
+    the claim expires, is released, or the run is sealed or dropped. With
+    wal.remote, the claim is taken on the remote too, by compare-and-swap:
+    refused, naming the holder, when another clone's run holds a path."""
     run = Wal(".").run(run_id)
     now = claims.now_s()
     rec, overlaps = claiming.claim(run, paths, ttl, now)

@@ -111,6 +111,11 @@ def runs(as_json: bool) -> None:
         for c in info.claims:
             click.echo(f"    claims {_shown(c.pattern)} (LSN {c.lsn}, until "
                        f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(c.until))})")
+        for rc, trusted in info.remote_claims:
+            if rc.run != info.run:
+                click.echo(f"    on {_shown(rc.remote)}: {_shown(rc.pattern)} claimed by run "
+                           f"{_shown(rc.run)} of clone {rc.clone}"
+                           f"{'' if trusted else ' (unsigned or untrusted: warns only)'}")
 
 
 def _shown(text: str) -> str:

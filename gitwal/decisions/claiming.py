@@ -9,9 +9,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..base.durable import atomic_write, makedirs_durable
-from ..base.errors import ToolRefused
+from ..base.errors import ToolRefused, WalError
 from ..base.seconds import MAX_SECONDS
+from ..log.authorship import clone_id
 from ..records.model import Claim
+from ..remote.claim_push import Holder, drop_remote, take
+from ..remote.replica_state import remote_of
 from ..run import Run
 from ..together.claims import DEFAULT_TTL, Live, check_patterns, marks, now_s, overlaps, run_claims
 
@@ -29,20 +32,38 @@ def claim(run: Run, paths: Sequence[str], ttl: int = DEFAULT_TTL,
                           f"(a year), not {ttl}", "release a claim with `git wal release`; "
                           "claim again to extend one")
     t = now_s() if now is None else now
+    repo = run.store.repo
+    held = {c.pattern for c in run_claims(repo, run.id, t)}
     rec = _append(run, pats, ttl, t)
-    return rec, overlaps(run.store.repo, run.id, pats, t)
+    if (remote := remote_of(repo, run.id)) is not None:
+        head = run.store.head()
+        assert head is not None  # the claim record was just appended
+        task = run.store.root_plan(head).task
+        try:
+            take(repo, remote, Holder(run.id, clone_id(repo), task, rec.lsn), pats, t, ttl,
+                 run.store.signer)
+        except WalError:
+            # not taken on the remote: not held here either (what the run held
+            # before stays held; the remote keeps its claims of them too)
+            if fresh := tuple(p for p in pats if p not in held):
+                _append(run, fresh, 0, t)
+            raise
+    return rec, overlaps(repo, run.id, pats, t)
 
 
 def release(run: Run, paths: Sequence[str] = (), now: int | None = None) -> Claim | None:
     """Release ``paths`` (default: every live claim of the run); None when
     there was nothing to release."""
     t = now_s() if now is None else now
+    repo = run.store.repo
     live = {c.pattern for c in run_claims(run.store.repo, run.id, t)}
     pats = check_patterns(paths) if paths else tuple(sorted(live))
     pats = tuple(p for p in pats if p in live)
     if not pats:
         return None
-    return _append(run, pats, 0, t)
+    rec = _append(run, pats, 0, t)
+    drop_remote(repo, run.id, None if not paths else pats)
+    return rec
 
 
 def _append(run: Run, pats: tuple[str, ...], ttl: int, now: int) -> Claim:

@@ -31,6 +31,7 @@ from ..base.ids import CommitId, Lsn, RunId, valid_run_id
 from ..changes.ledger import base_tree
 from ..log.store import Store
 from ..records.model import EXEC_TOOL, Abort, Approval, Intent, Record, Seal, Takeover
+from ..remote.claim_push import end_taken_over
 from ..remote.fence import lift
 from ..remote.replica_state import bind_here, remote_of
 from ..remote.takeover import Fetched, fetch_run, push_takeover, taken_here, takeover_record
@@ -125,6 +126,7 @@ def resume(wt: Worktree, run: str, remote: str | None) -> Resumed:
     taken, closed = _take(store, fetched, head, records, ours, Path(wt.root))
     lift(repo, fetched.remote, run)
     bind_here(repo, run)
+    end_taken_over(repo, fetched.remote, run)  # its claims ended with the takeover
     tree = plan_tree(wt, plan, store.segment(), fork)  # what the tree needs now
     if tree.refused:
         raise WalError(

@@ -12,4 +12,6 @@ pusher.py       the background pusher: one per clone and remote, batching append
 replica_state.py  what replication keeps per run: remote, head seen there, last error
 takeover.py     `git wal resume`'s part here: fetch the run, push the takeover by compare-and-swap
 fence.py        a clone that saw the run go on elsewhere (its push refused) stops writing it
+claim_refs.py   claims on a remote as refs: their name, their blob, this clone's copy of them
+claim_push.py   claims taken and given back on a remote, by compare-and-swap; their fetch
 """

@@ -21,6 +21,7 @@ from ..base.repository import open_repository
 from ..log.rewrite import ARCHIVE_PREFIX, CHECKPOINT_PREFIX
 from ..log.store import Store
 from .checks import chain_defect, compaction_defect
+from .claim_push import refresh
 from .refs import (
     BARE_OK,
     LIVE_PREFIX,
@@ -41,7 +42,7 @@ def _staged(repo: pygit2.Repository, remote: str) -> dict[str, str]:
     stage = staging_prefix(remote)
     out = {}
     for name in repo.references:
-        if name.startswith(stage):
+        if name.startswith(stage) and not name.startswith(stage + "wal-claims/"):
             out["refs/" + name[len(stage):]] = str(repo.references[name].target)
     return out
 
@@ -146,6 +147,9 @@ def fetch(cwd: Path, remote: str | None, offline: bool = False,
     if not offline:
         _mirror(cwd, name, run)
     repo = open_repository(cwd, BARE_OK)  # opened after the fetch: its objects are visible
+    if not offline and run is None and (why := refresh(repo, name)) is not None:
+        raise WalError(f"git fetch of the claims on {name} failed: {why}",
+                       "check the remote's URL and your access (`git remote -v`)")
     staged = _staged(repo, name)
     if run is not None:
         staged = {ref: oid for ref, oid in staged.items()

@@ -2,7 +2,9 @@
 (``python -m gitwal.remote.pusher COMMON-DIR REMOTE``, started detached by
 replicate.py when an append finds none listening): it pushes the newest head
 of every run behind on the remote, one `git push` for them all, so a remote
-slower than the steps gets many appends in one push.
+slower than the steps gets many appends in one push. After each push it
+fetches the remote's claim refs (claim_push.py), so this clone's steps meet
+other clones' claims.
 
 At most one runs per clone and remote: it holds ``pusher.lock`` (flock) in
 ``<common-dir>/wal/replica/<remote>/`` while it lives (taken by the process
@@ -35,6 +37,7 @@ import pygit2
 from ..base.errors import WalError
 from ..base.ids import valid_run_id
 from ..base.seconds import seconds
+from .claim_push import refresh
 from .push_heads import PUSH_LIMIT, push_runs
 from .replica_state import LIVE, load, push_lock, remote_of, replica_dir
 
@@ -101,6 +104,9 @@ def serve(repo: pygit2.Repository, remote: str, d: Path) -> None:
             if runs:
                 with push_lock(Path(repo.path), remote, None):
                     states = push_runs(repo, remote, runs, time.monotonic() + PUSH_LIMIT)
+                # other clones' claims, fresh for the next steps (a failure:
+                # the copy stays as it was, and the next wake tries again)
+                refresh(repo, remote, time.monotonic() + PUSH_LIMIT)
             retrying = any(s.error is not None and s.retry for s in states.values())
             if retrying:
                 stuck_since = stuck_since or time.monotonic()

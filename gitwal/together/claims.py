@@ -37,6 +37,7 @@ from ..trust.authority import may_act
 from .claimfold import Live, fold_into, held_at
 from .open_intents import open_step_on
 from .pathlocks import Holder, PathBusy, path_locks
+from .remote_claims import describe_remote, remote_hits
 
 DEFAULT_TTL = 3600  # seconds a claim lasts when no --ttl is given
 
@@ -153,6 +154,7 @@ def keep_off_claims(repo: pygit2.Repository, me: str, paths: Sequence[str],
     t = now_s() if now is None else now
     found = claimed_elsewhere(repo, me, paths, t)
     if not found:
+        _keep_off_remote(repo, paths, t)
         return
     claim, path = found[0]
     message = describe(claim, path, t)
@@ -162,6 +164,24 @@ def keep_off_claims(repo: pygit2.Repository, me: str, paths: Sequence[str],
     raise PathBusy(message, f"coordinate with run {claim.run}: it releases the path with "
                    f"`git wal release --run {claim.run}`, or the claim expires; "
                    "`git wal runs` lists the claims")
+
+
+def _keep_off_remote(repo: pygit2.Repository, paths: Sequence[str], now: int) -> None:
+    """Refuse a step on a path another clone's run claims on a remote, when a
+    key the user trusts signed that claim; warn when none did (remote_claims.py)."""
+    hits = remote_hits(repo, paths, now, matches)
+    if not hits:
+        return
+    hit = hits[0]
+    message = describe_remote(hit, now)
+    if not hit.binds or claims_mode(repo) == "warn":
+        why = ("wal.claims is warn" if hit.binds else
+               "no key you trust signed the claim, so it does not bind here")
+        tell(f"warning: {message} ({why}: the step goes on)")
+        return
+    raise PathBusy(message, f"coordinate with run {hit.claim.run}: it releases the path with "
+                   "`git wal release`, or the claim expires; `git wal runs` lists the "
+                   "remote's claims")
 
 
 @contextmanager

@@ -48,7 +48,8 @@ from ..records.model import (
 )
 from ..signing.allowed_signers import AllowedSigner, load_allowed
 
-__all__ = ["AUTHORIZES", "NoAuthority", "Origin", "Waiting", "may_act", "origin", "require",
+__all__ = ["AUTHORIZES", "NoAuthority", "Origin", "Waiting", "claim_ref_binds", "may_act",
+           "origin", "require",
            "require_steps", "waiting"]
 
 DATA_ONLY = ""
@@ -118,13 +119,24 @@ def origin(repo: pygit2.Repository, record: Record, append: str | None = None) -
         return Origin.DATA  # a type that authorizes nothing is data from anyone
     if written_here(repo, record):
         return Origin.HERE
-    if append is not None:
-        from .signatures import commit_problem  # cryptography: see _allowed
-
-        allowed = _allowed(repo)
-        if allowed and commit_problem(repo, append, allowed, require_signed=True) is None:
-            return Origin.SIGNED
+    if append is not None and _trusted_commit(repo, append):
+        return Origin.SIGNED
     return Origin.DATA
+
+
+def _trusted_commit(repo: pygit2.Repository, commit: str) -> bool:
+    """``commit`` is signed by a key in the user's allowed signers."""
+    from .signatures import commit_problem  # cryptography: see _allowed
+
+    allowed = _allowed(repo)
+    return bool(allowed) and commit_problem(repo, commit, allowed, require_signed=True) is None
+
+
+def claim_ref_binds(repo: pygit2.Repository, commit: str) -> bool:
+    """A claim another clone took on a remote (remote/claim_refs.py) may refuse
+    this clone's steps only when a key the user trusts signed its commit;
+    unsigned or untrusted, it is data: its holder is warned about, never obeyed."""
+    return _trusted_commit(repo, commit)
 
 
 def may_act(repo: pygit2.Repository, record: Record, append: str | None = None) -> bool:
