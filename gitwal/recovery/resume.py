@@ -60,6 +60,7 @@ class Resumed:
     report: Report
 
     def to_dict(self) -> dict[str, Any]:
+        prompt = render(self.report)
         closed = None if self.closed is None else {
             "lsn": self.closed.lsn, "tool": self.closed.tool,
             "target": list(self.closed.target),
@@ -68,8 +69,7 @@ class Resumed:
                 "takeover": self.takeover, "closed": closed, "written": list(self.written),
                 "skipped": [{"path": p, "why": w} for p, w in self.skipped],
                 "missing": list(self.missing),
-                "report": self.report.to_dict() | {"prompt": render(self.report)},
-                "prompt": render(self.report)}
+                "report": self.report.to_dict() | {"prompt": prompt}, "prompt": prompt}
 
 
 def _open_intent(records: list[Record]) -> Intent | None:

@@ -103,6 +103,9 @@ def make_commit(repo: pygit2.Repository, *, run: str, clone: str, task: str, pat
     return str(repo.odb.write(pygit2.GIT_OBJECT_COMMIT, content))
 
 
+MAX_CLAIM_BYTES = 64 * 1024  # a claim blob read past this is no claim
+
+
 def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -114,8 +117,10 @@ def read(repo: pygit2.Repository, remote: str, ref: str, commit: str) -> RemoteC
         obj = repo.get(commit)
         if not isinstance(obj, pygit2.Commit):
             return None
-        entry = obj.tree[BLOB]
-        doc = json.loads(repo[entry.id].data)
+        blob = repo[obj.tree[BLOB].id]
+        if not isinstance(blob, pygit2.Blob) or blob.size > MAX_CLAIM_BYTES:
+            return None  # fetched data: a claim gitwal writes is a few hundred bytes
+        doc = json.loads(blob.data)
     except (KeyError, ValueError, TypeError, pygit2.GitError):
         return None
     if not isinstance(doc, dict):

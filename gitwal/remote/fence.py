@@ -31,7 +31,7 @@ from ..base.ids import CommitId, RunId
 from ..base.repository import common_dir
 from ..log.chain import Chain
 from ..records.model import Takeover
-from .replica_state import LIVE, remote_of, replica_dir
+from .replica_state import remote_of, replica_dir
 
 _WALK = 10_000  # appends read back from the remote's head looking for the takeover
 
@@ -146,5 +146,5 @@ def taker(repo: pygit2.Repository, remote: str, run: str, theirs: str, ours: str
     return ""
 
 
-__all__ = ["LIVE", "Fence", "fence_of", "lift", "load", "record", "refuse_if_fenced",
+__all__ = ["Fence", "fence_of", "lift", "load", "record", "refuse_if_fenced",
            "taker"]
