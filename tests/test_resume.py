@@ -162,8 +162,11 @@ def test_the_cut_off_machine_is_fenced_and_loses_nothing(http: Setup) -> None:
     assert _step(other, 2).returncode == 0
     theirs = local_head(other, run)
 
+    # Appended here while still cut off (the pusher, retrying, could otherwise
+    # meet the takeover first and fence the clone before this step).
+    assert _step(s.clone, 3).returncode == 0
     git(s.clone, "remote", "set-url", "origin", s.server.url("logs.git"))  # back
-    assert _step(s.clone, 3).returncode == 0  # appended here; its push is refused
+    # The pusher's retry is refused: the remote's head forks from this log.
     until("fenced", lambda: "taken over" in (remote(s.clone)["error"] or ""))
     refused = wal(s.clone, "apply", "write-file", "d.txt", "--from", "-", input=b"x\n")
     assert refused.returncode == 6, refused.stderr

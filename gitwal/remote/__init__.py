@@ -2,6 +2,7 @@
 and each append replicated as it is written (`wal.remote`).
 
 setup.py        the commands' entry points and `remote setup`
+cas_push.py     the one shape of a push that moves a remote ref: compare-and-swap, never forced
 push.py         sends logs (secret_scan.py refuses secrets first)
 fetch.py        brings logs in, checked before any local ref moves
 refs.py         the vocabulary both share: refspecs, outcomes, git calls

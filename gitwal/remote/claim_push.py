@@ -26,6 +26,7 @@ from ..base.repository import common_dir
 from ..log.authorship import clone_id
 from ..log.locks import tell
 from ..log.packwrite import Signer
+from .cas_push import porcelain
 from .claim_refs import (
     CLAIMS_PREFIX,
     COPY_LOCK,
@@ -36,7 +37,6 @@ from .claim_refs import (
     staged,
     staged_ref,
 )
-from .push import porcelain
 from .push_heads import git_cwd, git_until
 from .refs import staging_prefix
 from .replica_state import remote_of, replica_dir

@@ -23,6 +23,7 @@ from ..base.errors import WalError
 from ..base.repository import open_repository
 from ..log.rewrite import ARCHIVE_PREFIX
 from ..log.runs import select_runs
+from .cas_push import Update, porcelain, push_args
 from .refs import (
     BARE_OK,
     LIVE_PREFIX,
@@ -40,33 +41,14 @@ from .secret_scan import refusal
 
 PUSH_BATCH = 200  # refspecs per `git push`: keeps the command line far below ARG_MAX
 
-_PUSHED = {"*": "created", " ": "updated", "+": "compacted", "=": "up-to-date",
-           "!": "rejected", "-": "deleted"}
-
-
-def porcelain(stdout: str) -> dict[str, RefOutcome]:
-    """`git push --porcelain` lines: ``<flag>\\t<src>:<dst>\\t<summary>``."""
-    out = {}
-    for line in stdout.splitlines():
-        parts = line.split("\t")
-        if len(parts) < 3 or len(parts[0]) != 1 or ":" not in parts[1]:
-            continue
-        dst = parts[1].split(":", 1)[1]
-        status = _PUSHED.get(parts[0], "rejected")
-        out[dst] = RefOutcome(dst, status, parts[2].strip() if status != "up-to-date" else "")
-    return out
-
-
 def _push_batch(cwd: Path, remote: str, refs: Sequence[str],
                 leases: dict[str, str]) -> tuple[list[RefOutcome], list[str]]:
     outcomes: list[RefOutcome] = []
     messages: list[str] = []
     for i in range(0, len(refs), PUSH_BATCH):
         batch = refs[i:i + PUSH_BATCH]
-        args = ["push", "--porcelain", "--no-follow-tags", "--recurse-submodules=no"]
-        args += [f"--force-with-lease={ref}:{leases[ref]}" for ref in batch if ref in leases]
-        proc = progress.run_git(cwd, [*args, remote, *[f"{ref}:{ref}" for ref in batch]],
-                                f"pushing to {remote}")
+        args = push_args(remote, [Update(ref, ref, leases.get(ref)) for ref in batch])
+        proc = progress.run_git(cwd, args, f"pushing to {remote}")
         messages += [ln.rstrip() for ln in proc.stderr.splitlines() if ln.startswith("remote:")]
         seen = porcelain(proc.stdout)
         if not seen and proc.returncode != 0:

@@ -23,6 +23,7 @@ from pathlib import Path
 import pygit2
 
 from ..base.repository import common_dir
+from .cas_push import LANDED, Update, porcelain, push_args
 from .fence import load as fence_load
 from .fence import record as record_fence
 from .refs import ancestor_or_same, archived, last_line, staging_prefix
@@ -104,14 +105,9 @@ def _refused(repo: pygit2.Repository, remote: str, run: str, state: RunState,
 def _push(repo: pygit2.Repository, remote: str, todo: dict[str, tuple[str, RunState]],
           deadline: float, out: dict[str, RunState]) -> dict[str, tuple[str, RunState]]:
     """One `git push`; the runs to push again (the remote had a head we lacked)."""
-    from .push import porcelain
-
-    common = common_dir(repo)
-    args = ["git", f"--git-dir={common}", "push", "--porcelain", "--no-follow-tags",
-            "--recurse-submodules=no"]
-    args += [f"--force-with-lease={LIVE}{run}:{state.seen or ''}"
-             for run, (_, state) in todo.items()]
-    args += [remote, *[f"{head}:{LIVE}{run}" for run, (head, _) in todo.items()]]
+    args = ["git", f"--git-dir={common_dir(repo)}",
+            *push_args(remote, [Update(LIVE + run, head, state.seen or "")
+                                for run, (head, state) in todo.items()])]
     code, stdout, stderr = git_until(args, git_cwd(repo), deadline)
     seen = porcelain(stdout)
     again: dict[str, tuple[str, RunState]] = {}
@@ -120,7 +116,7 @@ def _push(repo: pygit2.Repository, remote: str, todo: dict[str, tuple[str, RunSt
         if outcome is None:
             why = stderr if code is not None else "the push did not finish in time"
             out[run] = failed(state, f"git push to {remote} failed: {why}", head, retry=True)
-        elif outcome.status in ("created", "updated", "up-to-date"):
+        elif outcome.status in LANDED:
             out[run] = RunState(seen=head)
         else:
             adopted = _theirs(repo, remote, run, state, head, deadline)

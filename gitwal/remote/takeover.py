@@ -25,10 +25,10 @@ from ..base.repository import common_dir, worktree_name
 from ..log.authorship import clone_id
 from ..log.store import Store
 from ..records.model import Record, Takeover
+from .cas_push import LANDED, Update, porcelain, push_args
 from .checks import chain_defect
 from .fence import load as load_fence
 from .fetch import fetch
-from .push import porcelain
 from .push_heads import git_cwd, git_until
 from .refs import LIVE_PREFIX, RefOutcome, staging_prefix
 from .replica_state import RunState, choose_remote, push_lock, save
@@ -124,11 +124,10 @@ def push_takeover(store: Store, remote: str, new: CommitId, theirs: CommitId,
             raise WalError(f"another push to {remote} held the push lock for {timeout:g} s",
                            "nothing was taken over; try again")
         code, stdout, stderr = git_until(
-            ["git", f"--git-dir={common}", "push", "--porcelain", "--no-follow-tags",
-             "--recurse-submodules=no", f"--force-with-lease={ref}:{theirs}", remote,
-             f"{new}:{ref}"], git_cwd(repo), deadline)
+            ["git", f"--git-dir={common}", *push_args(remote, [Update(ref, new, theirs)])],
+            git_cwd(repo), deadline)
         outcome = porcelain(stdout).get(ref)
-        if outcome is not None and outcome.status in ("created", "updated", "up-to-date"):
+        if outcome is not None and outcome.status in LANDED:
             save(common, remote, run, RunState(seen=new))
             choose_remote(repo, run, remote)
             return
