@@ -260,3 +260,20 @@ def test_an_open_shell_step_is_in_doubt_after_a_takeover(http: Setup) -> None:
     abort = next(r for r in _records(other, run) if r["type"] == "abort")
     assert "outside the working tree is not known" in abort["reason"]
     assert "git wal exec" in doc["prompt"]
+
+
+def test_a_script_a_shell_step_made_executable_is_executable_after_resume(
+        http: Setup) -> None:
+    s = http
+    run = _begin(s.clone)
+    ok(s.clone, "exec", "--", "sh", "-c", "printf 'echo hi\\n' > run.sh && chmod +x run.sh")
+    assert _step(s.clone, 1).returncode == 0
+    head = local_head(s.clone, run)
+    until("on the remote", lambda: remote_head(s.bare, run) == head)
+    _kill_machine(s.clone)
+    other = _clone(s, "other")
+    doc = check(json.loads(ok(other, "resume", run, "--json")), "resume")
+    assert sorted(doc["written"]) == ["a.txt", "run.sh"]
+    assert (other / "run.sh").read_text() == "echo hi\n"
+    assert os.stat(other / "run.sh").st_mode & 0o111  # not 0644: the step's own mode
+    assert os.stat(other / "a.txt").st_mode & 0o111 == 0

@@ -44,6 +44,7 @@ class TreePlan:
     writes: tuple[str, ...]
     refused: tuple[tuple[str, str], ...]
     missing: tuple[str, ...]  # states the log names but does not hold (withheld secrets)
+    modes: dict[str, int]  # a path's mode in the shell step's post tree that set its state
 
     def describe_refused(self) -> str:
         shown = "; ".join(f"{p}: {why}" for p, why in self.refused[:10])
@@ -113,7 +114,35 @@ def plan_tree(wt: Worktree, plan: Plan, records: list[Record],
             writes.append(path)
         else:
             refused.append((path, _why(have, committed)))
-    return TreePlan(want, tuple(writes), tuple(refused), tuple(missing))
+    return TreePlan(want, tuple(writes), tuple(refused), tuple(missing),
+                    _exec_modes(repo, records, {p: want[p] for p in writes}))
+
+
+def _exec_modes(repo: pygit2.Repository, records: list[Record],
+                want: dict[str, str]) -> dict[str, int]:
+    """The mode of each path in the newest committed shell step's post tree
+    that holds it at the wanted state: a script a shell step made executable
+    stays executable (a file step keeps the mode the base or HEAD gives)."""
+    execs = {r.lsn for r in records if isinstance(r, Intent) and r.tool == EXEC_TOOL}
+    trees = [r.post[0] for r in records if isinstance(r, Commit) and r.intent in execs and r.post]
+    out: dict[str, int] = {}
+    wanted = sum(1 for state in want.values() if state != ABSENT)
+    for tree in reversed(trees):
+        if len(out) == wanted:
+            break
+        obj = repo.get(tree)
+        if not isinstance(obj, pygit2.Tree):
+            continue
+        for path, state in want.items():
+            if path in out or state == ABSENT:
+                continue
+            try:
+                entry = obj[path]
+            except KeyError:
+                continue
+            if str(entry.id) == state and entry.filemode != MODE_TREE:
+                out[path] = int(entry.filemode)
+    return out
 
 
 def _why(have: str, committed: str) -> str:
@@ -139,7 +168,8 @@ def _mode(repo: pygit2.Repository, trees: list[str | None], path: str) -> int:
 
 def apply_tree(wt: Worktree, plan: Plan, tree_plan: TreePlan, base: TreeId | None) -> Restored:
     """Write ``tree_plan.writes`` (each checked by :func:`plan_tree` just
-    before the run was taken over). Modes come from the base tree, else HEAD."""
+    before the run was taken over). Modes come from the shell step that set
+    the state (``tree_plan.modes``), else the base tree, else HEAD."""
     repo = wt.repo
     head = None if repo.head_is_unborn else str(repo.head.peel(pygit2.Tree).id)
     index = pygit2.Index()
@@ -153,7 +183,8 @@ def apply_tree(wt: Worktree, plan: Plan, tree_plan: TreePlan, base: TreeId | Non
                 index.remove(path)
             continue
         _clear_way(index, names, path)
-        mode = pygit2.enums.FileMode(_mode(repo, [base, head], path))
+        mode = pygit2.enums.FileMode(tree_plan.modes.get(path)
+                                     or _mode(repo, [base, head], path))
         index.add(pygit2.IndexEntry(path, pygit2.Oid(hex=state), mode))
     target = TreeId(str(index.write_tree(repo)))
     return restore_paths(wt, target, list(tree_plan.writes), tag=f"m{plan.lsn}")
