@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pygit2
 import pytest
 
 from .conftest import GIT_WAL, git, init_repo, ok, tree_of, wait_exit, wal
@@ -277,3 +278,25 @@ def test_a_script_a_shell_step_made_executable_is_executable_after_resume(
     assert (other / "run.sh").read_text() == "echo hi\n"
     assert os.stat(other / "run.sh").st_mode & 0o111  # not 0644: the step's own mode
     assert os.stat(other / "a.txt").st_mode & 0o111 == 0
+
+
+def test_a_fenced_clone_takes_its_run_back_over_its_own_shell_steps_paths(
+        http: Setup) -> None:
+    s = http
+    run = _begin(s.clone)
+    assert _step(s.clone, 1).returncode == 0
+    until("on the remote", lambda: remote(s.clone)["behind"] == 0)
+    git(s.clone, "remote", "set-url", "origin", DEAD_URL)  # cut off
+    ok(s.clone, "exec", "--", "sh", "-c", "echo mine > b.txt")  # logged here only
+    other = _clone(s, "other")
+    ok(other, "resume", run)
+    assert _step(other, 2).returncode == 0  # the taker sets b.txt too
+    git(s.clone, "remote", "set-url", "origin", s.server.url("logs.git"))  # back
+    until("fenced", lambda: "taken over" in (remote(s.clone)["error"] or ""))
+    # b.txt holds what this clone's own shell step wrote: bytes its log keeps
+    # (in refs/wal-fenced/<run>/1 after the takeback), so resume may write it.
+    proc = wal(s.clone, "resume", run)
+    assert proc.returncode == 0, proc.stderr
+    assert (s.clone / "b.txt").read_text() == "beta\n"
+    kept = git(s.clone, "rev-list", "--objects", f"refs/wal-fenced/{run}/1")
+    assert str(pygit2.hash(b"mine\n")) in kept  # what it overwrote is kept

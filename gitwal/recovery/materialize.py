@@ -63,19 +63,30 @@ def _base(repo: pygit2.Repository, plan: Plan, first: Record) -> dict[str, str]:
     return {c.path: c.after for c in tree_changes(repo, str(base.tree_id), first.tree)}
 
 
-def logged(records: Iterable[Record]) -> dict[str, set[str]]:
-    """Every state a file step's records give each path (pre, post, observed
-    post): bytes the log keeps, which a resume may overwrite (law 1)."""
+def logged(repo: pygit2.Repository, records: Iterable[Record]) -> dict[str, set[str]]:
+    """Every state a step's records give each path (a file step's pre, post
+    and observed post; the states on both sides of a committed shell step's
+    trees): bytes the log keeps, which a resume may overwrite (law 1)."""
     out: dict[str, set[str]] = {}
     targets: dict[int, tuple[str, ...]] = {}
+    shells: dict[int, str] = {}
+    records = list(records)  # in any order: a chain read from its head comes newest first
     for rec in records:
-        if isinstance(rec, Intent) and rec.tool != EXEC_TOOL:
+        if isinstance(rec, Intent) and rec.tool == EXEC_TOOL:
+            shells[rec.lsn] = rec.pre[0] if rec.pre else ""
+        elif isinstance(rec, Intent):
             targets[rec.lsn] = rec.target
             for path, pre, post in zip(rec.target, rec.pre, rec.post or rec.pre, strict=False):
                 out.setdefault(path, set()).update((pre, post))
-        elif isinstance(rec, Commit) and rec.intent in targets:
+    for rec in records:
+        if not isinstance(rec, Commit):
+            continue
+        if rec.intent in targets:
             for path, post in zip(targets[rec.intent], rec.post, strict=False):
                 out.setdefault(path, set()).add(post)
+        elif rec.intent in shells and rec.post:
+            for change in tree_changes(repo, shells[rec.intent], rec.post[0]):
+                out.setdefault(change.path, set()).update((change.before, change.after))
     return out
 
 
@@ -97,7 +108,9 @@ def plan_tree(wt: Worktree, plan: Plan, records: list[Record],
     want = _base(repo, plan, records[0]) | ledger.expected()
     head = None if repo.head_is_unborn else str(repo.head.peel(pygit2.Tree).id)
     forms = CommittedForms(repo)
-    known = logged([*records, *also])
+    known = logged(repo, records)
+    for path, states in logged(repo, also).items():  # a fork's LSNs repeat the run's
+        known.setdefault(path, set()).update(states)
     writes: list[str] = []
     refused: list[tuple[str, str]] = []
     missing: list[str] = []
