@@ -30,6 +30,7 @@ from ..base.ids import CommitId, RunId, valid_run_id
 from ..base.repository import common_dir
 from ..log.authorship import clone_id
 from ..log.chain import Chain
+from ..log.locks import tell
 from ..remote.claim_push import idle
 from ..remote.claim_refs import RemoteClaim, staged
 from ..remote.replica_state import replica_dir
@@ -37,7 +38,7 @@ from ..trust.authority import claim_ref_binds
 from .claimfold import held_at
 
 __all__ = ["Hit", "describe_remote", "ended_in_log", "holds", "live_remote_claims",
-           "remote_hits"]
+           "remote_hits", "tell_shell_hits"]
 
 FOLD_DIR = "claims.fold"  # in <common-dir>/wal/replica/<remote>/: the fetched runs' folds
 
@@ -105,3 +106,18 @@ def describe_remote(hit: Hit) -> str:
     return (f"{shown} is claimed on {c.remote} by run {c.run} of clone {c.clone} "
             f"(task {c.task!r}){pattern}; {idle(c)}")
 
+
+def tell_shell_hits(repo: pygit2.Repository, run: str, lsn: int, paths: Sequence[str],
+                    matches: Callable[[str, str], bool]) -> list[Hit]:
+    """A shell step's closing meets other clones' claims: its paths are known
+    only then, so it is not refused but told, on stderr, one warning per claim
+    its own changed ``paths`` hit. Not recorded in the closing's ``claimed``:
+    that names claim records `git wal verify` checks in the claiming run's
+    log, which a clone need not have; a claim ref is no record."""
+    hits = remote_hits(repo, paths, matches)
+    for hit in hits:
+        why = ("a key you trust signed it" if hit.binds else
+               "unsigned or untrusted: it warns only")
+        tell(f"warning: shell step LSN {lsn} of run {run} changed a claimed path: "
+             f"{describe_remote(hit)} ({why}); coordinate with run {hit.claim.run}")
+    return hits
