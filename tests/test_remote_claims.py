@@ -372,7 +372,7 @@ def test_a_shell_step_in_another_clone_is_told_of_the_claim_it_hit(
     assert verify.returncode == 0, verify.stdout + verify.stderr
 
 
-def test_an_unreachable_remote_fails_the_claim_and_keeps_a_release_s_claim(
+def test_an_unreachable_remote_fails_the_claim_and_a_release_s_claim_ends_with_its_log(
         http: Setup, two: tuple[Path, Path]) -> None:
     a, b = two
     _begin(a, "holder")
@@ -390,10 +390,16 @@ def test_an_unreachable_remote_fails_the_claim_and_keeps_a_release_s_claim(
     released = wal(a, "release")
     assert released.returncode == 0, released.stderr
     assert "warning:" in released.stderr and "until they expire" in released.stderr
-    assert _remote_claim(http.bare, "a.txt") is not None  # held until it expires
+    assert _remote_claim(http.bare, "a.txt") is not None  # the ref stays
+    _stop_pusher(a)  # A's release stays off the remote until A pushes it
     git(a, "remote", "set-url", "origin", url)
     git(b, "remote", "set-url", "origin", url)
-    assert wal(b, "claim", "a.txt").returncode != 0
+    assert wal(b, "claim", "a.txt").returncode != 0  # held: nothing on the remote ends it
+    ok(a, "push")  # A's log, its release in it, reaches the remote: the claim ended
+    ok(b, "claim", "a.txt")
+    head = _remote_claim(http.bare, "a.txt")
+    assert head is not None
+    assert json.loads(git(http.bare, "show", f"{head}:claim.json"))["run"] == run_b
 
 
 def test_dropping_a_run_deletes_its_claims_on_the_remote(
