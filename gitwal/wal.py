@@ -191,7 +191,7 @@ class Wal:
             current = None
         out = []
         now = now_s()
-        remote_claims = live_remote_claims(self.repo, now)
+        remote_claims = live_remote_claims(self.repo)
         for rid in list_runs(self.repo):
             # One damaged log is reported as such; it never hides the others.
             try:

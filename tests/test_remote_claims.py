@@ -2,7 +2,12 @@
 clones"), against a real smart-HTTP server (tests/gitservers.py): one ref per
 claimed path on the remote, taken by compare-and-swap; two clones racing for
 one path (released together through FIFOs, never by sleeping); another
-clone's step refused only under a claim a trusted key signed.
+clone's step refused only under a claim a trusted key signed. Expiry is
+driven through the library at the times the test names (the reader's clock
+at each copy), never by waiting: a holder that keeps appending keeps its
+claim, an idle one loses it after ttl + SKEW of the reader's watch, a holder
+clock far off changes nothing; the holder's release, seal, takeover or drop
+ends it even when its ref stays; a shell step is told of the claim it hit.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,14 +25,23 @@ import pytest
 from gitwal import Wal
 from gitwal.decisions import claiming
 from gitwal.log.authorship import clone_id
-from gitwal.remote.claim_push import ClaimHeld
-from gitwal.remote.claim_refs import make_commit, ref_of
+from gitwal.remote.claim_push import ClaimHeld, refresh
+from gitwal.remote.claim_refs import SKEW, make_commit, ref_of
+from gitwal.together.remote_claims import live_remote_claims
 
 from .conftest import GIT_WAL, git, ok, wal
 from .gitservers import HttpGitServer
 from .test_agent_payloads import claude_run, claude_tool, run_hook, wal_log
 from .test_json_schema import check
-from .test_remote_replication import Setup, _setup, _stop_pusher, local_head, remote_head, until
+from .test_remote_replication import (
+    Setup,
+    _setup,
+    _stop_pusher,
+    local_head,
+    remote_head,
+    step,
+    until,
+)
 
 ROUNDS = 10
 
@@ -212,21 +227,152 @@ def test_a_refused_claim_takes_nothing_and_keeps_what_the_run_held(
 
 def test_an_expired_claim_is_replaced_by_compare_and_swap(
         http: Setup, two: tuple[Path, Path]) -> None:
+    """B watched A's claim and A's log stay unchanged for ttl + SKEW of B's
+    clock: B's claim replaces it, a fast-forward from its commit. B's times
+    are in the past, so its own pusher (copying at the time now) only
+    confirms the expiry."""
     a, b = two
-    _begin(a, "long ago")
+    run_a = _begin(a, "idle")
     run_b = _begin(b, "now")
-    ra = Wal(str(a)).run()
-    claiming.claim(ra, ["src/x.py"], 60, now=1_000_000_000)  # ended in 2001
+    claiming.claim(Wal(str(a)).run(), ["src/x.py"], 60)
+    _on_remote(http, a, run_a)
     old = _remote_claim(http.bare, "src/x.py")
     assert old is not None
-    ok(b, "claim", "src/x.py")
+    t = int(time.time()) - 10_000
+    for now in (t, t + 60 + SKEW - 1):
+        assert refresh(pygit2.Repository(str(b)), "origin", now=now) is None
+    assert refresh(pygit2.Repository(str(b)), "origin", now=t + 60 + SKEW) is None
+    claiming.claim(Wal(str(b)).run(), ["src/x.py"], 600)
     new = _remote_claim(http.bare, "src/x.py")
     assert new is not None and new != old
     assert json.loads(git(http.bare, "show", f"{new}:claim.json"))["run"] == run_b
     assert git(http.bare, "rev-parse", f"{new}^").strip() == old  # a fast-forward
 
 
-def test_an_unreachable_remote_fails_the_claim_and_keeps_a_release_s_claim(
+def _on_remote(http: Setup, clone: Path, run: str) -> None:
+    until(f"{run} on the remote", lambda: remote_head(http.bare, run) == local_head(clone, run))
+
+
+def _observer(http: Setup) -> Path:
+    """A clone of the remote that never pushes (no `wal.remote`): its copies
+    of the claims happen only when the test makes them, at the times it names."""
+    c = http.base / "c"
+    git(http.base, "clone", "-q", http.server.url("logs.git"), str(c))
+    return c
+
+
+def _holding(clone: Path, now: int) -> list[tuple[str, str]]:
+    """Copy the remote's claims at ``now`` (the clone's clock, as the test
+    names it); the claims that hold then, by pattern and run."""
+    repo = pygit2.Repository(str(clone))
+    assert refresh(repo, "origin", now=now) is None
+    return [(c.pattern, c.run) for c, _trusted in live_remote_claims(repo)]
+
+
+T = 1_800_000_000  # the observer's clock, as the tests set it
+
+
+def test_a_holder_that_keeps_appending_keeps_its_claim_and_an_idle_one_expires(
+        http: Setup, two: tuple[Path, Path]) -> None:
+    a, _b = two
+    run_a = _begin(a, "busy")
+    claiming.claim(Wal(str(a)).run(), ["src/x.py"], 60)
+    _on_remote(http, a, run_a)
+    c = _observer(http)
+    held = [("src/x.py", run_a)]
+    assert _holding(c, T) == held
+    t = T
+    for i in range(3):  # appends on the remote: each one watched afresh
+        step(a, f"{i}\n")
+        _on_remote(http, a, run_a)
+        t += 150
+        assert _holding(c, t) == held  # 450 s after first sight, its ttl 60
+    assert _holding(c, t + 60 + SKEW - 1) == held
+    assert _holding(c, t + 60 + SKEW) == []  # idle for ttl + SKEW of this clone's clock
+    step(a, "again\n")  # it appends again: the claim holds again, watched afresh
+    _on_remote(http, a, run_a)
+    assert _holding(c, t + 60 + SKEW + 1) == held
+
+
+@pytest.mark.parametrize("at", [1_000_000_000, 4_000_000_000], ids=["past", "future"])
+def test_the_holder_s_clock_neither_ends_nor_prolongs_its_claim(
+        http: Setup, two: tuple[Path, Path], at: int) -> None:
+    """A claim commit written by hand with `at` in 2001 or in 2096: it holds
+    for ttl + SKEW of the reader's watch, no less and no more."""
+    a, _b = two
+    run_a = _begin(a, "skewed")
+    ok(a, "claim", "src/x.py", "--ttl", "60")
+    _on_remote(http, a, run_a)
+    real = _remote_claim(http.bare, "src/x.py")
+    assert real is not None
+    lsn = json.loads(git(http.bare, "show", f"{real}:claim.json"))["lsn"]
+    repo = pygit2.Repository(str(a))
+    forged = make_commit(repo, run=run_a, clone=_id(a), task="skewed", pattern="src/x.py",
+                         at=at, ttl=60, lsn=lsn, parent=real, signer=None)
+    git(a, "push", "-q", "origin", f"{forged}:{ref_of('src/x.py')}")
+    assert _remote_claim(http.bare, "src/x.py") == forged
+    c = _observer(http)
+    ok(c, "begin", "--task", "observer")
+    now = int(time.time())
+    for t in (now, now + 60 + SKEW - 1):
+        assert _holding(c, t) == [("src/x.py", run_a)]
+    # the step gate reads the same rule: the step warns while the claim holds
+    proc = wal(c, "apply", "write-file", "src/x.py", input=b"c\n")
+    assert proc.returncode == 0 and "warning:" in proc.stderr and run_a in proc.stderr
+    assert _holding(c, now + 60 + SKEW) == []
+    proc = wal(c, "apply", "write-file", "src/x.py", input=b"c2\n")
+    assert proc.returncode == 0 and run_a not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("how", ["release", "seal", "takeover", "drop"])
+def test_a_claim_ends_with_its_run_even_when_its_ref_stays(
+        http: Setup, two: tuple[Path, Path], how: str) -> None:
+    """The ref kept on the remote (a deletion that did not reach it is put
+    back by hand): the holder's log, as fetched, ends the claim at once."""
+    a, b = two
+    if how == "seal":
+        ok(a, "keygen", "--path", str(http.base / "keys" / "a_key"), "--configure")
+    run_a = _begin(a, "ends")
+    ok(a, "claim", "src/x.py")
+    _on_remote(http, a, run_a)
+    kept = _remote_claim(http.bare, "src/x.py")
+    assert kept is not None
+    c = _observer(http)
+    assert _holding(c, T) == [("src/x.py", run_a)]
+    if how == "release":
+        ok(a, "release")
+    elif how == "seal":
+        ok(a, "seal")
+    elif how == "takeover":
+        ok(b, "resume", run_a)
+    if how == "drop":
+        git(http.bare, "update-ref", "-d", f"refs/wal/{run_a}")
+    else:
+        _on_remote(http, b if how == "takeover" else a, run_a)
+    git(http.bare, "update-ref", ref_of("src/x.py"), kept)  # as if never deleted
+    assert _holding(c, T + 1) == []
+
+
+def test_a_shell_step_in_another_clone_is_told_of_the_claim_it_hit(
+        http: Setup, two: tuple[Path, Path]) -> None:
+    a, b = two
+    run_a = _begin(a, "owns a.txt")
+    ok(a, "claim", "a.txt")
+    run_b = _begin(b, "a shell step")
+    ok(b, "fetch", "origin")
+    proc = wal(b, "exec", "--", "sh", "-c", "echo theirs > a.txt; echo free > b.txt")
+    assert proc.returncode == 0, proc.stderr
+    said = [ln for ln in proc.stderr.splitlines() if "warning:" in ln]
+    assert len(said) == 1, proc.stderr
+    for part in (run_a, _id(a), "owns a.txt", "a.txt", "shell step"):
+        assert part in said[0]
+    closing = [r for r in _records(b, run_b) if r["type"] == "commit"][-1]
+    assert not closing.get("claimed")  # a claim ref is no record verify could check
+    verify = wal(b, "verify", "--run", run_b)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+def test_an_unreachable_remote_fails_the_claim_and_a_release_s_claim_ends_with_its_log(
         http: Setup, two: tuple[Path, Path]) -> None:
     a, b = two
     _begin(a, "holder")
@@ -244,10 +390,16 @@ def test_an_unreachable_remote_fails_the_claim_and_keeps_a_release_s_claim(
     released = wal(a, "release")
     assert released.returncode == 0, released.stderr
     assert "warning:" in released.stderr and "until they expire" in released.stderr
-    assert _remote_claim(http.bare, "a.txt") is not None  # held until it expires
+    assert _remote_claim(http.bare, "a.txt") is not None  # the ref stays
+    _stop_pusher(a)  # A's release stays off the remote until A pushes it
     git(a, "remote", "set-url", "origin", url)
     git(b, "remote", "set-url", "origin", url)
-    assert wal(b, "claim", "a.txt").returncode != 0
+    assert wal(b, "claim", "a.txt").returncode != 0  # held: nothing on the remote ends it
+    ok(a, "push")  # A's log, its release in it, reaches the remote: the claim ended
+    ok(b, "claim", "a.txt")
+    head = _remote_claim(http.bare, "a.txt")
+    assert head is not None
+    assert json.loads(git(http.bare, "show", f"{head}:claim.json"))["run"] == run_b
 
 
 def test_dropping_a_run_deletes_its_claims_on_the_remote(

@@ -17,6 +17,7 @@ from ..remote.claim_push import Holder, drop_remote, take
 from ..remote.replica_state import remote_of
 from ..run import Run
 from ..together.claims import DEFAULT_TTL, Live, check_patterns, marks, now_s, overlaps, run_claims
+from ..together.remote_claims import ended_in_log
 
 __all__ = ["claim", "release"]
 
@@ -41,7 +42,7 @@ def claim(run: Run, paths: Sequence[str], ttl: int = DEFAULT_TTL,
         task = run.store.root_plan(head).task
         try:
             take(repo, remote, Holder(run.id, clone_id(repo), task, rec.lsn), pats, t, ttl,
-                 run.store.signer)
+                 run.store.signer, ended=lambda c: ended_in_log(repo, c))
         except WalError:
             # not taken on the remote: not held here either (what the run held
             # before stays held; the remote keeps its claims of them too)

@@ -15,4 +15,5 @@ takeover.py     `git wal resume`'s part here: fetch the run, push the takeover b
 fence.py        a clone that saw the run go on elsewhere (its push refused) stops writing it
 claim_refs.py   claims on a remote as refs: their name, their blob, this clone's copy of them
 claim_push.py   claims taken and given back on a remote, by compare-and-swap; their fetch
+claim_seen.py   what this clone saw of a remote's claims and when, by its clock: their expiry
 """

@@ -9,8 +9,14 @@ commit. This clone's copy of the remote's claims is
 ``refs/wal-remote/<remote>/wal-claims/*``: read here, never acted on unless
 trust/authority.py says a key the user trusts signed it.
 
-A claim is live until ``at + ttl + SKEW`` by the reader's clock, or until its
-ref is deleted: the holder renews it by claiming again.
+A claim expires by this clone's watch of the remote, never by comparing
+two machines' clocks: when this clone saw the pair (claim commit, holder
+run's head on the remote) stay unchanged for ``ttl + SKEW`` seconds of its
+own clock, from first sight to its latest copy (claim_seen.py). The holder's
+appends and renewals keep it live; ``at`` is data, shown to people. A claim
+also ends when its ref is deleted, when the holder's run is gone from the
+remote after having been seen there (here), or when its fetched log ended it
+(together/remote_claims.py).
 """
 
 from __future__ import annotations
@@ -20,13 +26,14 @@ import json
 import os
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pygit2
 
 from ..base.repository import common_dir
 from ..log.packwrite import Signer, commit_data, with_signature
+from .claim_seen import Seen, Sightings, load
 from .refs import STAGING_PREFIX, staging_prefix
 from .replica_state import replica_dir
 
@@ -34,7 +41,10 @@ __all__ = ["CLAIMS_PREFIX", "SKEW", "RemoteClaim", "make_commit", "ref_of", "sta
            "staged_ref"]
 
 CLAIMS_PREFIX = "refs/wal-claims/"
-SKEW = 120  # seconds: how far two machines' clocks may disagree about a claim's end
+# seconds added to a claim's ttl before this clone calls it expired: the
+# holder's appends reach the remote late (the pusher batches and retries),
+# and this clone copies the remote's claims only now and then
+SKEW = 120
 BLOB = "claim.json"
 COPY_LOCK = "claims.lock"  # in <common-dir>/wal/replica/<remote>/ (claim_push.py)
 _STAGED_PART = "/wal-claims/"
@@ -65,14 +75,30 @@ class RemoteClaim:
     at: int
     ttl: int
     lsn: int
+    seen: Seen | None = None  # this clone's watch of this very commit (claim_seen.py)
+    copied: int | None = None  # this clone's clock at its latest copy of the remote's claims
 
     @property
-    def until(self) -> int:
-        """When the claim ends by the reader's clock (the skew margin included)."""
-        return self.at + self.ttl + SKEW
+    def watched(self) -> int:
+        """Seconds of this clone's clock it saw the claim and its holder's head
+        on the remote unchanged (0 when it has not watched it yet)."""
+        if self.seen is None or self.copied is None:
+            return 0
+        return max(0, self.copied - self.seen.first)
 
-    def live(self, now: int) -> bool:
-        return now < self.until
+    @property
+    def left(self) -> int:
+        """Seconds more of watching it unchanged before it expires here."""
+        return max(0, self.ttl + SKEW - self.watched)
+
+    @property
+    def dropped(self) -> bool:
+        """The holder's run was on the remote with this claim, and is gone."""
+        return self.seen is not None and self.seen.gone
+
+    def live(self) -> bool:
+        """Not expired by this clone's watch, nor dropped (``at`` plays no part)."""
+        return not self.dropped and self.left > 0
 
     def to_dict(self, trusted: bool) -> dict[str, Any]:
         return {"pattern": self.pattern, "run": self.run, "clone": self.clone,
@@ -143,6 +169,7 @@ def staged(repo: pygit2.Repository, remote: str | None = None) -> list[RemoteCla
         return []  # the common case: this clone never fetched a remote's claims
     prefix = STAGING_PREFIX if remote is None else staging_prefix(remote)
     out = []
+    watched: dict[str, Sightings] = {}
     for name in repo.references:
         if not name.startswith(prefix) or _STAGED_PART not in name:
             continue
@@ -153,8 +180,13 @@ def staged(repo: pygit2.Repository, remote: str | None = None) -> list[RemoteCla
         if ref is None:
             continue
         claim = read(repo, where, CLAIMS_PREFIX + tail, str(ref.resolve().target))
-        if claim is not None:
-            out.append(claim)
+        if claim is None:
+            continue
+        if where not in watched:
+            watched[where] = load(common_dir(repo), where)
+        seen = watched[where].claims.get(claim.ref)
+        out.append(replace(claim, seen=seen if seen and seen.commit == claim.commit else None,
+                           copied=watched[where].copied))
     return sorted(out, key=lambda c: (c.pattern, c.remote))
 
 

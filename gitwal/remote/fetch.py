@@ -147,7 +147,7 @@ def fetch(cwd: Path, remote: str | None, offline: bool = False,
     if not offline:
         _mirror(cwd, name, run)
     repo = open_repository(cwd, BARE_OK)  # opened after the fetch: its objects are visible
-    if not offline and run is None and (why := refresh(repo, name)) is not None:
+    if not offline and run is None and (why := refresh(repo, name, logs=False)) is not None:
         raise WalError(f"git fetch of the claims on {name} failed: {why}",
                        "check the remote's URL and your access (`git remote -v`)")
     staged = _staged(repo, name)

@@ -13,6 +13,10 @@ The file is a copy of what the log says and nothing more: it is rebuilt
 from the log when it is missing, torn or unreadable, and written with a
 rename, not synced (durable.replace_cache). A reader trusts it only for the
 head it names, which the chain it reads must pass through.
+
+The same fold reads another clone's run as this clone last fetched it from
+a remote (remote_claims.py), with a cache file of its own: there it only
+tells that a claim ended, never that one binds.
 """
 
 from __future__ import annotations
@@ -83,15 +87,16 @@ def _read(path: Path, run: str) -> tuple[str | None, Held]:
 
 
 def held_at(repo: pygit2.Repository, chain: Chain, head: CommitId,
-            admit: Admit = lambda _c: True) -> Held:
+            admit: Admit = lambda _c: True, cache: Path | None = None) -> Held:
     """The claims of ``chain``'s run as of ``head`` (expired ones included),
-    of the claim records ``admit`` accepts (the same predicate every call:
-    the cache does not tell two apart)."""
-    key = (repo.path, str(chain.run))
+    of the claim records ``admit`` accepts (the same predicate every call
+    with one ``cache``: the cache does not tell two apart). ``cache``: the
+    file kept, by default ``claims.fold/<run>``."""
+    path = _cache(repo, str(chain.run)) if cache is None else cache
+    key = (repo.path, str(path))
     known = _HELD.get(key)
     if known is not None and known[0] == head:
         return dict(known[1])  # this process folded this head already
-    path = _cache(repo, str(chain.run))
     cached, held = _read(path, str(chain.run))
     if cached == head:
         _HELD[key] = (head, dict(held))
@@ -111,5 +116,5 @@ def held_at(repo: pygit2.Repository, chain: Chain, head: CommitId,
     return held
 
 
-# (repository, run) -> (head, its fold): the file's content, kept by the process.
+# (repository, cache file) -> (head, its fold): the file's content, kept by the process.
 _HELD: dict[tuple[str, str], tuple[str, Held]] = {}

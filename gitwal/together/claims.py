@@ -154,7 +154,7 @@ def keep_off_claims(repo: pygit2.Repository, me: str, paths: Sequence[str],
     t = now_s() if now is None else now
     found = claimed_elsewhere(repo, me, paths, t)
     if not found:
-        _keep_off_remote(repo, paths, t)
+        _keep_off_remote(repo, paths)
         return
     claim, path = found[0]
     message = describe(claim, path, t)
@@ -166,14 +166,16 @@ def keep_off_claims(repo: pygit2.Repository, me: str, paths: Sequence[str],
                    "`git wal runs` lists the claims")
 
 
-def _keep_off_remote(repo: pygit2.Repository, paths: Sequence[str], now: int) -> None:
+def _keep_off_remote(repo: pygit2.Repository, paths: Sequence[str]) -> None:
     """Refuse a step on a path another clone's run claims on a remote, when a
-    key the user trusts signed that claim; warn when none did (remote_claims.py)."""
-    hits = remote_hits(repo, paths, now, matches)
+    key the user trusts signed that claim; warn when none did (remote_claims.py:
+    whether a remote claim still holds is this clone's watch of the remote,
+    never a time compared with its clock)."""
+    hits = remote_hits(repo, paths, matches)
     if not hits:
         return
     hit = hits[0]
-    message = describe_remote(hit, now)
+    message = describe_remote(hit)
     if not hit.binds or claims_mode(repo) == "warn":
         why = ("wal.claims is warn" if hit.binds else
                "no key you trust signed the claim, so it does not bind here")

@@ -22,7 +22,10 @@ commits in between shows up in that difference. So:
   the shell step's;
 * the closing names **claimed**: each path of the step's own effect another
   live run claims (claims.py), ``[path, run, LSN of the claim]``: reported,
-  not refused (the command has run by then).
+  not refused (the command has run by then). Another clone's claim on a
+  remote (remote_claims.py) that one of those paths hits is told on stderr,
+  naming its run, clone and task, and not recorded: ``claimed`` names claim
+  records verify checks in a log this clone may not have.
 
 An intent without ``args.others`` (a log written before this existed)
 excludes nothing: "committed while it ran" cannot be told from its records.
@@ -54,9 +57,10 @@ from ..records.model import (
 )
 from ..trust.authority import may_act
 from ..worktree.treeread import tree_state
-from .claims import claims_on, now_s
+from .claims import claims_on, matches, now_s
 from .live_others import left_to_others, others_now
 from .open_intents import closed_steps, runs_here
+from .remote_claims import tell_shell_hits
 
 __all__ = ["Named", "OTHERS_ARG", "among", "check_named", "left_by_others", "left_to_others",
            "others_now", "theirs"]
@@ -184,6 +188,7 @@ def among(repo: pygit2.Repository, me: str, intent: Intent, post: str,
     mine = [c.path for c in tree_changes(repo, intent.pre[0], post) if c.path not in skip]
     t = now_s() if now is None else now
     claimed = tuple(sorted({(p, c.run, c.lsn) for c, p in claims_on(repo, me, mine, t)}))
+    tell_shell_hits(repo, me, intent.lsn, mine, matches)
     return mine_theirs, claimed
 
 
@@ -196,8 +201,6 @@ def check_named(repo: pygit2.Repository, run: str, records: Iterable[Record],
     ``claimed`` entry names a claim record of that run whose pattern matches
     the path. ``load``: another run's records (None if it cannot be read: a
     dropped run, say; then a line in ``notes`` says what was not checked)."""
-    from .claims import matches  # claims imports nothing of this module's users
-
     out: list[Failure] = []
     opened: dict[int, Intent] = {}
     for rec in records:
