@@ -83,16 +83,16 @@ def _processes_in(clone: Path) -> list[int]:
 def _kill_machine(clone: Path) -> None:
     """SIGKILL every process of ``clone`` (its pusher and what it started)
     and delete its directory."""
-    pids = set(_processes_in(clone))
     pid = _pusher_pid(clone)
-    if pid is not None:
-        pids.add(pid)
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            continue
-        wait_exit(pid)
+    pids = set(_processes_in(clone)) | ({pid} if pid is not None else set())
+    while pids:  # again: one may have started a git (a fetch, a push) meanwhile
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                continue
+            wait_exit(pid)
+        pids = set(_processes_in(clone))
     shutil.rmtree(clone)
 
 
