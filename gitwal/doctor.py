@@ -110,12 +110,36 @@ def _agents(top: Path) -> list[Finding]:
             out.append(_portable(name, agent, scope, commands))
             out.append(_probe(name, agent, top, commands, known))
             out.extend(_trust(name, agent, scope, top))
+            if agent == "claude":
+                out.append(_on_failure(name, scope, data))
             if agent == "gemini":
                 from .agents import gemini_trust
 
                 out += [Finding(f"{name}: {c.name}", c.ok, c.detail, c.fix)
                         for c in gemini_trust.checks(top, scope, commands)]
     return out
+
+
+def _on_failure(name: str, scope: str, data: dict[str, Any]) -> Finding:
+    """Does a gitwal hook that times out or crashes refuse Claude Code's call
+    (``"onFailure": "block"`` on the events that can refuse one)?"""
+    from .agents import claude, claude_version, hook_commands
+
+    check = f"{name}: a failing hook refuses the call"
+    ours = [h for event, h in _handlers(data.get("hooks")) if event in claude.BLOCKING
+            and hook_commands.is_ours(h, "claude")]
+    version = claude_version.installed()
+    shown = claude_version.version_text(version)
+    if ours and all(h.get(hook_commands.ON_FAILURE) == "block" for h in ours):
+        return Finding(check, True, f'"onFailure": "block" on {", ".join(claude.BLOCKING)} '
+                       f"(Claude Code here: {shown})")
+    if claude_version.takes_block(version):
+        return Finding(check, False, f"Claude Code {shown} takes \"onFailure\": \"block\", "
+                       "which gitwal's hooks here do not say: a hook that times out lets the "
+                       "call go on unlogged", f"git wal install claude --scope {scope}")
+    since = ".".join(map(str, claude_version.BLOCK_SINCE))
+    return Finding(check, True, f"no (Claude Code here: {shown}; \"onFailure\": \"block\" "
+                   f"needs {since} or newer): a hook that times out lets the call go on")
 
 
 def _handlers(hooks: Any) -> Iterator[tuple[str, dict[str, Any]]]:

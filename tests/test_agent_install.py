@@ -287,3 +287,47 @@ def test_install_keeps_the_files_own_layout_and_uninstall_restores_it(repo: Path
     assert settings(repo)["model"] == "opus" and commands(settings(repo), "PreToolUse")
     ok(repo, "uninstall", "claude")
     assert path.read_text() == original
+
+
+def _claude_on_path(tmp_path: Path, says: str) -> dict[str, str]:
+    """A PATH whose `claude --version` says ``says`` (what Claude Code prints:
+    ``2.1.328 (Claude Code)``); the real binary's answer is read in
+    tests/e2e/test_claude_on_failure.py."""
+    bin_dir = tmp_path / f"bin-{says.split()[0]}"
+    bin_dir.mkdir()
+    script = bin_dir / "claude"
+    script.write_text(f"#!/bin/sh\necho '{says}'\n")
+    script.chmod(0o755)
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+
+
+def _on_failure(data: dict[str, Any]) -> dict[str, set[object]]:
+    return {event: {h.get("onFailure") for g in groups for h in g["hooks"]}
+            for event, groups in data["hooks"].items()}
+
+
+def test_on_failure_block_is_written_where_claude_code_takes_it(repo: Path,
+                                                                tmp_path: Path) -> None:
+    name = f"agent claude (project: {repo / '.claude' / 'settings.json'})"
+    check = f"{name}: a failing hook refuses the call"
+    new = _claude_on_path(tmp_path, "2.1.328 (Claude Code)")
+    proc = wal(repo, "install", "claude", env=new)
+    assert proc.returncode == 0 and "onFailure" not in proc.stderr, proc.stderr
+    found = _on_failure(settings(repo))
+    assert found["PreToolUse"] == {"block"} and found["PreCompact"] == {"block"}
+    assert all(v == {None} for e, v in found.items() if e not in ("PreToolUse", "PreCompact"))
+    doc = json.loads(wal(repo, "doctor", "--json", env=new).stdout)
+    assert {c["check"]: c for c in doc["checks"]}[check]["ok"]
+
+    # An older Claude Code is not given the key; install says what it costs.
+    old = _claude_on_path(tmp_path, "2.1.200 (Claude Code)")
+    proc = wal(repo, "install", "claude", env=old)
+    assert proc.returncode == 0 and "2.1.200" in proc.stderr and "2.1.295" in proc.stderr
+    assert _on_failure(settings(repo))["PreToolUse"] == {None}
+    doc = json.loads(wal(repo, "doctor", "--json", env=old).stdout)
+    finding = {c["check"]: c for c in doc["checks"]}[check]
+    assert finding["ok"] and finding["detail"].startswith("no (Claude Code here: 2.1.200")
+    # Claude Code upgraded, the hooks not reinstalled: doctor names the fix.
+    doc = json.loads(wal(repo, "doctor", "--json", env=new).stdout)
+    finding = {c["check"]: c for c in doc["checks"]}[check]
+    assert not finding["ok"] and finding["fix"] == "git wal install claude --scope project"

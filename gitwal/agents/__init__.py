@@ -2,6 +2,7 @@
 
 Per agent (each keeps adapter.py's contract and imports only shared code):
 claude.py          Claude Code: hook payloads -> actions, replies -> exit code and JSON
+claude_version.py  which Claude Code is on PATH; does it take "onFailure": "block"
 codex.py           Codex CLI (apply_patch.py parses its patches, patch_seek.py finds hunks)
 gemini.py          Gemini CLI (gemini_edit.py its replace/write_file, gemini_compress.py
                    its PreCompress, gemini_trust.py its folder trust for doctor)

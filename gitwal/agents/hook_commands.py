@@ -72,12 +72,26 @@ def hook_command(agent: str, fast: bool = True, blocking: bool = True) -> str:
     return "sh -c '" + found + (cached if fast else "") + run + broken + "'"
 
 
-def install_groups(agent: str, fast: bool = True) -> Groups:
+def install_groups(agent: str, fast: bool = True, block_on_failure: bool = False) -> Groups:
     """What ``install`` merges: the adapter's groups, each handler running
-    :func:`hook_command` for its event (blocking or not)."""
+    :func:`hook_command` for its event (blocking or not). ``block_on_failure``
+    (Claude Code that takes it, claude_version.py): the handlers of events
+    that can refuse a call say ``"onFailure": "block"``, so a hook that times
+    out or crashes refuses the call instead of letting it go on unlogged."""
     blocking = adapter(agent).BLOCKING
-    return {event: _with_command(group, hook_command(agent, fast, event in blocking))
-            for event, group in groups(agent, COMMAND).items()}
+    out: dict[str, Any] = {
+        event: _with_command(group, hook_command(agent, fast, event in blocking))
+        for event, group in groups(agent, COMMAND).items()}
+    if block_on_failure:
+        for event in blocking:
+            found = out.get(event)
+            for group in found if isinstance(found, list) else [found] if found else []:
+                for handler in group.get("hooks", []):
+                    handler[ON_FAILURE] = "block"
+    return out
+
+
+ON_FAILURE = "onFailure"  # Claude Code's handler key: "continue" (its default) or "block"
 
 
 def plugin_command(blocking: bool = True) -> str:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import click
 
+from ..agents import claude_version, settings
 from ..agents import install as inst
-from ..agents import settings
 from ..agents.hook import AGENTS, adapter, run_hook
 from ..agents.hook_commands import install_groups, missing_launcher
 from ..base.errors import EXIT_USAGE, NotARepository, WalError
@@ -90,8 +90,18 @@ def install_(agent: str, scope: str, in_process: bool, with_mcp: bool, trust: bo
     mcp_file = _mcp_file(agent, scope) if with_mcp else None
     t = _target(agent, scope)
     notes: list[str] = []
-    changes = inst.install(t, install_groups(agent, fast=not in_process), notes,
-                           mcp=with_mcp and mcp_file is None)
+    block = False
+    if agent == "claude":
+        version = claude_version.installed()
+        block = claude_version.takes_block(version)
+        if not block:
+            notes.append(
+                f"Claude Code here: {claude_version.version_text(version)}; a gitwal hook "
+                "that times out lets the call go on unlogged (`\"onFailure\": \"block\"` "
+                "needs Claude Code " + ".".join(map(str, claude_version.BLOCK_SINCE))
+                + " or newer on PATH; install it, then run this again)")
+    changes = inst.install(t, install_groups(agent, fast=not in_process, block_on_failure=block),
+                           notes, mcp=with_mcp and mcp_file is None)
     if mcp_file is not None:
         from ..agents.mcp_entry import merge_codex_toml, merge_mcp_json
 
