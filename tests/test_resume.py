@@ -64,9 +64,10 @@ def _clone(s: Setup, name: str) -> Path:
     return path
 
 
-def _processes_in(clone: Path) -> list[int]:
-    """Every process whose working directory is ``clone`` or below (the
-    pusher, a `git push` it started in a session of its own)."""
+def processes_in(*dirs: Path) -> list[int]:
+    """Every process whose working directory is one of ``dirs`` or below (the
+    pusher, a `git push` it started in a session of its own; an agent's hook
+    server)."""
     out = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -74,8 +75,8 @@ def _processes_in(clone: Path) -> list[int]:
         try:
             cwd = Path(os.readlink(entry / "cwd"))
         except OSError:
-            continue  # gone, or not ours to read
-        if cwd == clone or clone in cwd.parents:
+            continue  # gone (a zombie has none), or not ours to read
+        if any(cwd == d or d in cwd.parents for d in dirs):
             out.append(int(entry.name))
     return out
 
@@ -84,7 +85,7 @@ def _kill_machine(clone: Path) -> None:
     """SIGKILL every process of ``clone`` (its pusher and what it started)
     and delete its directory."""
     pid = _pusher_pid(clone)
-    pids = set(_processes_in(clone)) | ({pid} if pid is not None else set())
+    pids = set(processes_in(clone)) | ({pid} if pid is not None else set())
     while pids:  # again: one may have started a git (a fetch, a push) meanwhile
         for pid in pids:
             try:
@@ -92,7 +93,7 @@ def _kill_machine(clone: Path) -> None:
             except ProcessLookupError:
                 continue
             wait_exit(pid)
-        pids = set(_processes_in(clone))
+        pids = set(processes_in(clone))
     shutil.rmtree(clone)
 
 

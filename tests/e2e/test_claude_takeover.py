@@ -24,6 +24,7 @@ from typing import Any
 
 from ..conftest import wait_exit
 from ..gitservers import HttpGitServer
+from ..test_resume import processes_in
 from .agents import RenameAgent, edit_results, rename_files, renamed
 from .claude import (
     ClaudeCode,
@@ -42,22 +43,6 @@ from .test_claude_code import PROMPT, WAIT, closing, committed_per_path, tree_fi
 
 N_FILES = 8
 KILL_AT = 5  # the Edit held with its intent open: files 1-4 are committed before it
-
-
-def processes_in(*dirs: Path) -> list[int]:
-    """Every process whose working directory is one of ``dirs`` or below (the
-    hook server, the pusher, a hook or `git push` still running)."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cwd = Path(os.readlink(entry / "cwd"))
-        except OSError:
-            continue  # gone, or not ours to read
-        if any(cwd == d or d in cwd.parents for d in dirs):
-            out.append(int(entry.name))
-    return out
 
 
 def kill_machine(*dirs: Path) -> None:
