@@ -100,3 +100,17 @@ def test_a_patch_line_breaks_at_newlines_only() -> None:
     # A form feed is text inside a line, as in the file; a CRLF patch reads as LF.
     assert patched("a\x0cb\n", "@@\n-a\x0cb\n+c\n") == "c\n"
     assert patched("a\nb\n", "@@\r\n-a\r\n+A\r\n") == "A\nb\n"
+
+
+@pytest.mark.parametrize(("text", "body", "written"), [
+    # Codex 0.169.0: a context line matched without its trailing blanks keeps them.
+    ("alpha  \nbeta\n", "@@\n alpha\n-beta\n+BETA\n", "alpha  \nBETA\n"),
+    # ...and its indentation and typographic punctuation, matched loosely too.
+    ("    x = \u201cq\u201d\nold\ntail\n", "@@\n x = \"q\"\n-old\n+new\n tail\n",
+     "    x = \u201cq\u201d\nnew\ntail\n"),
+    # An exact match, and an added line that only looks like context, as before.
+    ("a\nb\nc\n", "@@\n a\n-b\n+b2\n+ a\n c\n", "a\nb2\n a\nc\n"),
+])
+def test_a_context_line_is_written_as_the_file_has_it(text: str, body: str,
+                                                       written: str) -> None:
+    assert patched(text, body) == written

@@ -48,6 +48,10 @@ class Chunk:
     old: tuple[str, ...]
     new: tuple[str, ...]
     at_end: bool = False
+    # per line of ``new``: the index in ``old`` of the context line it is
+    # (None: an added line). Codex writes a context line as the file has it,
+    # not as the patch spells it (a loose match keeps the file's blanks).
+    context: tuple[int | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,7 @@ def _chunks(body: list[str], i: int, path: str) -> tuple[list[Chunk], int]:
             raise ToolRefused(f"apply_patch: {path}: expected '@@' before {line!r}")
         old: list[str] = []
         new: list[str] = []
+        context: list[int | None] = []
         at_end = False
         while i < len(body):
             line = body[i]
@@ -118,18 +123,20 @@ def _chunks(body: list[str], i: int, path: str) -> tuple[list[Chunk], int]:
                 break
             tag, rest = (line[:1], line[1:]) if line else (" ", "")
             if tag == " ":
+                context.append(len(old))
                 old.append(rest)
                 new.append(rest)
             elif tag == "-":
                 old.append(rest)
             elif tag == "+":
+                context.append(None)
                 new.append(rest)
             else:
                 raise ToolRefused(f"apply_patch: {path}: bad hunk line {line!r}")
             i += 1
         if not old and not new:
             raise ToolRefused(f"apply_patch: {path}: an empty hunk")
-        chunks.append(Chunk(header, tuple(old), tuple(new), at_end))
+        chunks.append(Chunk(header, tuple(old), tuple(new), at_end, tuple(context)))
     if not chunks:
         raise ToolRefused(f"apply_patch: {path}: an update with no hunk")
     return chunks, i
@@ -169,14 +176,19 @@ def apply_update(text: str, chunks: tuple[Chunk, ...], path: str) -> str:
             edits.append((len(lines), 0, list(chunk.new)))  # Codex appends an addition
             continue
         old, new = list(chunk.old), list(chunk.new)
+        context = list(chunk.context) or [None] * len(new)
         found = seek(lines, old, pos, chunk.at_end)
         if found is None and old[-1] == "":
             # A trailing empty old line stands for the file's final newline.
             old = old[:-1]
-            new = new[:-1] if new and new[-1] == "" else new
+            if new and new[-1] == "":
+                new, context = new[:-1], context[:-1]
             found = seek(lines, old, pos, chunk.at_end)
         if found is None:
             raise ToolRefused(f"apply_patch: {path}: the hunk's lines were not found")
+        # A context line is written as the file has it where the hunk matched.
+        new = [lines[found + k] if k is not None and k < len(old) else line
+               for line, k in zip(new, context, strict=True)]
         edits.append((found, len(old), new))
         pos = found + len(old)
     eol = next((e for _, e in source if e), "\n")

@@ -191,6 +191,30 @@ def test_a_patch_that_needs_lenient_matching_is_still_predicted_exactly(
     assert "unknown" not in intent["post"]
 
 
+CONTEXT_FILES = {"ctx.txt": "alpha  \nbeta\n"}
+CONTEXT = """*** Begin Patch
+*** Update File: ctx.txt
+@@
+ alpha
+-beta
++BETA
+*** End Patch
+"""
+
+
+def test_a_loosely_matched_context_line_is_predicted_as_codex_writes_it(
+        tmp_path: Path, codex_bin: Path) -> None:
+    """The context line matched without the file's trailing blanks: Codex keeps
+    them, and so does the prediction (no "prediction miss")."""
+    repo, _env, recs, _ = one_patch_session(tmp_path, codex_bin, CONTEXT_FILES, CONTEXT)
+    assert predicted(CONTEXT, CONTEXT_FILES) == {"ctx.txt": "alpha  \nBETA\n"}
+    assert tree_files(repo)["ctx.txt"] == "alpha  \nBETA\n"
+    [intent] = [r for r in recs if r["type"] == "intent"]
+    commit = closing(recs)[intent["lsn"]]
+    assert commit["type"] == "commit" and commit["post"] == intent["post"], (intent, commit)
+    assert "prediction miss" not in json.dumps(commit)
+
+
 # -- c: a shell call that exits 3 -----------------------------------------------------
 
 
