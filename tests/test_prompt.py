@@ -84,6 +84,15 @@ def test_an_agent_run_without_plan_steps_names_the_last_committed_step() -> None
         "one committed (do not redo it); the next record will be LSN 6.")
 
 
+def test_after_a_redo_both_lines_name_the_same_last_committed_step() -> None:
+    steps = [intent(2, "src/f01.ts"), intent(6, "src/f02.ts", tool=None)]  # the redo's own
+    text = render(report(steps, [], 7))
+    assert "Committed: 2 step(s), the last at LSN 6 (write_file src/f02.ts)" in text
+    assert action(text) == (
+        "Action: continue the task from the step after LSN 6 (write_file src/f02.ts), the "
+        "last one committed (do not redo it); the next record will be LSN 8.")
+
+
 def test_an_agent_shell_call_in_doubt_is_decided_without_the_agents_shell_tool() -> None:
     args = {"argv": ["bash", "-c", "make gen"],
             "agent": {"name": "claude-code", "tool": "Bash", "call": "toolu_9"}}

@@ -187,8 +187,10 @@ def render(report: Report) -> str:
         action += "."
     elif rest:
         action = f"Action: continue with plan step {rest[0][0]}: {text(rest[0][1])}."
-    elif (done := report.last_agent_step) is not None:
-        # No plan steps to name the next point: name the last step done, from the log.
+    elif report.last_agent_step is not None and (done := report.last_step) is not None:
+        # No plan steps to name the next point: name the last step done, from the
+        # log: the one the "Committed:" line names (a redo's own step, when it is
+        # newer than the agent's last call).
         action = (f"Action: continue the task from the step after LSN {done.lsn} "
                   f"({describe(done.tool, done.args, done.target)}), the last one committed "
                   f"(do not redo it); the next record will be LSN {report.next_lsn}.")
