@@ -25,6 +25,7 @@ import pytest
 from gitwal import Wal
 from gitwal.decisions import claiming
 from gitwal.log.authorship import clone_id
+from gitwal.remote import claim_seen
 from gitwal.remote.claim_push import ClaimHeld, refresh
 from gitwal.remote.claim_refs import SKEW, make_commit, ref_of
 from gitwal.together.remote_claims import live_remote_claims
@@ -439,3 +440,18 @@ def test_runs_json_lists_the_remote_claims(http: Setup, two: tuple[Path, Path]) 
             for c in listed] == [("src/*", run_a, _id(a), "holder", 900, False)]
     text = ok(b, "runs")
     assert "src/*" in text and run_a in text
+
+
+def test_a_copy_dated_before_a_claims_first_sight_starts_its_watch_again(
+        tmp_path: Path) -> None:
+    """This clone's clock set back between two copies: the watch restarts at
+    the earlier time rather than counting from a first sight in its future."""
+    common = tmp_path / "common"
+    common.mkdir()
+    c, h = "a" * 40, "b" * 40
+    ref = ref_of("src/x.py")
+    claim_seen.observe(common, "origin", 10_000, {ref: (c, h)})
+    seen = claim_seen.observe(common, "origin", 5_000, {ref: (c, h)})
+    assert seen.claims[ref].first == 5_000
+    later = claim_seen.observe(common, "origin", 5_000 + 180, {ref: (c, h)})
+    assert later.copied is not None and later.copied - later.claims[ref].first == 180

@@ -12,6 +12,8 @@ the remote, when this clone last copied its claims successfully.
 A claim is expired when this clone watched its pair stay unchanged for at
 least ``ttl + SKEW`` seconds, from first sight to the latest copy: both
 times are this clone's clock, so no two machines' clocks are ever compared.
+A copy dated before a claim's first sight (the clock went back) starts its
+watch again.
 The holder's appends (its head moving on the remote) and its renewals (a new
 claim commit) make a new pair, watched from the start again. A claim this
 file does not know (a copy not recorded yet) is live.
@@ -91,8 +93,11 @@ def load(common: Path, remote: str) -> Sightings:
 
 
 def _next(prev: Seen | None, commit: str, head: str | None, now: int) -> Seen:
-    if prev is None or prev.commit != commit:
-        return Seen(commit, head, now)  # a new claim, or a renewal: watched afresh
+    if prev is None or prev.commit != commit or now < prev.first:
+        # A new claim, or a renewal: watched afresh. So is a claim copied at a
+        # time before its first sight (this clock was set back): the watch
+        # starts again, never shortened by the jump.
+        return Seen(commit, head, now)
     gone = prev.gone or (head is None and prev.head is not None)
     if gone:
         return Seen(commit, None, prev.first, True)  # dropped: it stays so
