@@ -10,6 +10,7 @@ given the key (what it would make of it is not known), and doctor says so.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -22,9 +23,11 @@ VERSION_TIMEOUT = 20.0  # seconds `claude --version` may take (a cold start of a
 _VERSION = re.compile(r"\b(\d+)\.(\d+)\.(\d+)\b")
 
 
+@functools.cache
 def installed() -> tuple[int, int, int] | None:
     """The version of the ``claude`` on PATH; None when there is none, or it
-    does not say."""
+    does not say. Asked once per process: doctor looks at up to three
+    settings files, and a `claude --version` is a start of a large binary."""
     found = shutil.which("claude")
     if found is None:
         return None
