@@ -86,14 +86,15 @@ class SqliteAppend:
 
 
 class GitwalStep:
-    """``Run.apply("write_file", ...)``: intent, atomic write, verify, commit."""
+    """``Run.apply("write_file", ...)``: intent, atomic write, verify, commit
+    (``group_commit``: the commit rides in the next step's append)."""
 
-    def __init__(self, root: Path, run: str = "bench-step") -> None:
+    def __init__(self, root: Path, run: str = "bench-step", group_commit: bool = False) -> None:
         wal = Wal(root)
         try:
-            self.run: Run = wal.run(run)
+            self.run: Run = wal.run(run, group_commit=group_commit)
         except UnknownRun:
-            self.run = wal.begin(task="step benchmark", run_id=run)
+            self.run = wal.begin(task="step benchmark", run_id=run, group_commit=group_commit)
         self.nonce = os.urandom(6).hex()
         self.k = 0
 

@@ -23,6 +23,7 @@ KINDS: dict[str, Callable[[Path], Callable[[], None]]] = {
     "jsonl-append": JsonlAppend,
     "sqlite-append": SqliteAppend,
     "gitwal-step": GitwalStep,
+    "gitwal-step-grouped": lambda root: GitwalStep(root, "bench-step-grouped", True),
     "reference-step": ReferenceStep,
 }
 FSYNCS = "fsync,fdatasync"

@@ -25,11 +25,22 @@ class RunLog:
     """A run's store and working tree: its log read, and appended to only
     past the gate (the steps: run.py, shell_steps.py)."""
 
-    def __init__(self, store: Store, wt: Worktree) -> None:
+    def __init__(self, store: Store, wt: Worktree, group_commit: bool = False) -> None:
         self.store = store
         self.wt = wt
         self.id: RunId = store.run
         self.ref_name = store.ref_name
+        # A file step's commit rides in the next append (docs/format.md,
+        # "Group commit"); flush() or the end of the process writes it.
+        self.group_commit = group_commit
+
+    def flush(self) -> None:
+        """Make a step held back by group commit durable now (a no-op without one)."""
+        d = self.store.deferred
+        head = self.store.flush()
+        commit = next((r for r in d if isinstance(r, Commit)), None)
+        if head is not None and commit is not None and self.store.replica is not None:
+            self.store.replica.hold(self.id, head, f"LSN {commit.intent}")
 
     def records(self) -> list[Record]:
         """The whole log, validated as a chain."""
@@ -60,10 +71,12 @@ class RunLog:
 
     def _next(self) -> tuple[CommitId, Lsn]:
         """Head and next LSN; refuses while the newest record is an open intent."""
-        head = self.store.head()
-        if head is None:
+        # tail(): a commit this process holds back (group commit) counts as
+        # written; it rides in the next append, which follows ``head``.
+        tail = self.store.tail()
+        if tail is None:
             raise RunBusy(f"run {self.id} has no log")
-        last = self.store.head_records(head)[-1]
+        head, last = tail
         if isinstance(last, Approval) and not may_act(self.store.repo, last, head):
             raise StepFailed(
                 f"run {self.id}: intent LSN {last.intent} is an irreversible step waiting for "

@@ -23,6 +23,10 @@ class StepResult:
     target: tuple[str, ...]
     status: str  # "committed"
     post: tuple[str, ...]
+    # False: the commit record is held back (group commit) until the run's
+    # next append or ``run.flush()``; a crash before leaves the step for
+    # recovery to commit ("applied, commit missing").
+    durable: bool = True
 
 
 class ToolSteps:

@@ -56,10 +56,11 @@ class Wal:
 
     def begin(
         self, task: str = "", run_id: str | None = None, steps: Sequence[str] = (),
-        remote: str | None = None,
+        remote: str | None = None, *, group_commit: bool = False,
     ) -> Run:
         """Start a run: write its plan (LSN 1) and make it current; ``remote``:
-        replicate this run's appends there (else to ``wal.remote``, if set)."""
+        replicate this run's appends there (else to ``wal.remote``, if set);
+        ``group_commit``: as for :meth:`run`."""
         rid = RunId(run_id) if run_id else new_run_id()
         if not valid_run_id(rid):
             raise WalError(f"invalid run id {rid!r}",
@@ -85,10 +86,10 @@ class Wal:
         self._set_current(rid)
         from .run import Run
 
-        return Run(store, self.wt)
+        return Run(store, self.wt, group_commit)
 
     def run(self, run_id: str | None = None, *, read_only: bool = False,
-            wait_timeout: float | None = None) -> Run:
+            wait_timeout: float | None = None, group_commit: bool = False) -> Run:
         """The named run, or the current one.
 
         Unless ``read_only``, the run must belong to this worktree: its log is
@@ -96,10 +97,17 @@ class Wal:
         and only that tree may be written, judged or restored for it. This is
         the one place that is enforced. ``wait_timeout``: how long its writers
         wait for the run lock (None: ``git config wal.waitTimeout``, else for ever).
+
+        ``group_commit``: a file step's commit record is held back and rides
+        in the run's next append, one append per step instead of two; the
+        step returns with ``durable=False`` until then, ``run.flush()`` (or a
+        normal exit of the process) writes it, and a crash before leaves the
+        step "applied, commit missing" for recovery (docs/format.md, "Group
+        commit"). For a process that makes many steps.
         """
         from .run import Run
 
-        return Run(self._store(run_id, read_only, wait_timeout), self.wt)
+        return Run(self._store(run_id, read_only, wait_timeout), self.wt, group_commit)
 
     def _store(self, run_id: str | None, read_only: bool = True,
                wait_timeout: float | None = None) -> Store:

@@ -13,15 +13,13 @@ from pathlib import Path
 import pytest
 
 from gitwal import Wal
+from gitwal.log.packmerge import MERGE_AT, merge, merge_tier, pack_entries, read_pack
 from gitwal.log.packwrite import (
     BLOB,
     KEEP_MESSAGE,
-    MERGE_AT,
     MODE_BLOB,
     TREE,
     RawObject,
-    merge_tier,
-    read_pack,
     tree_data,
     write_kept_pack,
 )
@@ -145,3 +143,29 @@ def test_a_long_lived_process_does_not_keep_merged_packs_open(repo: Path) -> Non
     assert len(_kept(repo)) < MERGE_AT  # merges ran
     assert deleted_packs() == 0
     assert run.records()[-1].lsn == 1 + 2 * 3 * MERGE_AT
+
+
+def test_a_merge_copies_entries_as_stored_and_refuses_a_damaged_pack(tmp_path: Path) -> None:
+    """A merge finds each object through the pack's index and copies its
+    deflated bytes: what git reads back is the same; a pack whose bytes no
+    longer match its index's CRC-32 is not merged, and not deleted."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    objects_dir = tmp_path / ".git" / "objects"
+    blobs = [RawObject(BLOB, f"object {i}\n".encode() * (i + 1)) for i in range(MERGE_AT)]
+    names = [write_kept_pack(objects_dir, [blob, blobs[0]]) for blob in blobs[1:]]
+    names.insert(0, write_kept_pack(objects_dir, [RawObject(BLOB, b"first\n")]))
+    entries = pack_entries(objects_dir / "pack" / f"{names[1]}.pack")
+    assert sorted(b.hex() for b, _e in entries) == sorted({blobs[0].oid, blobs[1].oid})
+    damaged = objects_dir / "pack" / f"{names[5]}.pack"
+    data = bytearray(damaged.read_bytes())
+    data[14] ^= 0xFF  # inside the first entry's deflated bytes
+    damaged.chmod(0o644)
+    damaged.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="not an intact pack"):
+        pack_entries(damaged)
+    merged = merge(objects_dir)  # the tier holds 32 packs: the 31 intact ones are merged
+    assert merged is not None and damaged.exists()
+    assert len(_kept(tmp_path)) == 2  # the merged pack, and the damaged one left alone
+    git(tmp_path, "verify-pack", str(objects_dir / "pack" / f"{merged}.idx"))
+    for blob in blobs[:5] + blobs[6:]:
+        assert git(tmp_path, "cat-file", "-p", blob.oid) == blob.data.decode()

@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+import pytest
+
 from gitwal import Wal
 from gitwal.base.errors import UnknownRun
 from gitwal.records.rows import log_rows as rows_of
@@ -135,11 +137,12 @@ STEPS = [
 ]
 
 wal = Wal(sys.argv[1])
+GROUPED = sys.argv[2] == "grouped"  # each file step's commit rides in the next append
 try:
-    run = wal.run(RUN)
+    run = wal.run(RUN, group_commit=GROUPED)
 except UnknownRun:
     run = wal.begin(task="mixed run: rename, generate, move, exec", run_id=RUN,
-                    steps=[text for text, _, _ in STEPS])
+                    steps=[text for text, _, _ in STEPS], group_commit=GROUPED)
 records = run.records()
 plan = records[0]
 assert isinstance(plan, Plan) and list(plan.steps) == [t for t, _, _ in STEPS], plan
@@ -320,7 +323,7 @@ def run_proc(argv: list[str], cwd: Path, kill_after: float | None = None,
 
 
 def agent_argv(script: Path, repo: Path) -> list[str]:
-    return [sys.executable, str(script), str(repo)]
+    return [sys.executable, str(script), str(repo), script.stem]
 
 
 RECOVER = [GIT_WAL, "recover", "--run", RUN, "--redo", "--restore", "--json"]
@@ -562,9 +565,13 @@ class Torture:
         return False
 
 
-def test_torture_mixed_run(tmp_path: Path) -> None:
-    script = tmp_path / "agent.py"
+@pytest.mark.parametrize("mode", ["plain", "grouped"])
+def test_torture_mixed_run(tmp_path: Path, mode: str) -> None:
+    """``grouped``: the agent's file steps under group commit (their commits
+    ride in the next append), with half the kills."""
+    script = tmp_path / f"{mode}.py"  # its name tells the agent the mode
     script.write_text(AGENT)
+    kills = KILLS if mode == "plain" else max(10, KILLS // 2)
 
     template = make_repo(tmp_path / "template")  # each round starts from a copy
     ref = tmp_path / "reference"
@@ -587,7 +594,7 @@ def test_torture_mixed_run(tmp_path: Path) -> None:
     t = Torture(script, random.Random(SEED), full=done.seconds)
     assert t.finish_round(ref, rows, want, ref)
     started = time.monotonic()
-    while t.agent_kills < KILLS:
+    while t.agent_kills < kills:
         t.rounds += 1
         repo = tmp_path / f"round{t.rounds}"
         shutil.copytree(template, repo, symlinks=True)
@@ -605,5 +612,5 @@ def test_torture_mixed_run(tmp_path: Path) -> None:
           f"actions: {dict(sorted(t.actions.items()))}; "
           f"seed {SEED}, agent run {t.full:.2f}s, {elapsed:.0f}s")
     assert not t.differences, f"seed {SEED}: final trees differ: {t.differences}"
-    if KILLS >= 20:  # about 40% of kills land in a step: 0 of 20 means the kills miss
+    if kills >= 20:  # about 40% of kills land in a step: 0 of 20 means the kills miss
         assert t.agent_kills_mid_step > 0, f"seed {SEED}: no kill landed inside a step"

@@ -17,13 +17,23 @@ from __future__ import annotations
 import fcntl
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pygit2
 
 from ..base.errors import WalError
 from .locks import lock_dir
-from .packwrite import BLOB, MERGE_AT, TREE, RawObject, merge, merge_tier
+from .packmerge import MERGE_AT, merge, merge_tier
+from .packwrite import BLOB, TREE, RawObject
+
+
+@dataclass(frozen=True)
+class Ref:
+    """An object a record names, to be kept reachable from the append commit."""
+
+    oid: str
+    is_tree: bool = False
 
 
 class AppendLost(WalError):

@@ -151,6 +151,7 @@ class RunLocking:
     run: RunId
     wait_timeout: float | Literal["config"] | None
     notify: Callable[[str], None]
+    holding: int  # > 0 while this object holds the run lock (set to 0 by the store)
 
     @contextmanager
     def locked(self, wait: bool = True, timeout: float | None = None) -> Iterator[None]:
@@ -169,4 +170,8 @@ class RunLocking:
             limit = seconds(limit, "the wait timeout", "pass a number of seconds", zero=True)
         with run_lock(lock_dir(self.repo) / f"{self.run}.lock", self.run, wait, limit,
                       self.notify):
-            yield
+            self.holding += 1
+            try:
+                yield
+            finally:
+                self.holding -= 1

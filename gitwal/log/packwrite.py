@@ -34,15 +34,9 @@ from ..base.durable import fsync_dir, place
 
 COMMIT, TREE, BLOB = "commit", "tree", "blob"
 _TYPE_CODE = {COMMIT: 1, TREE: 2, BLOB: 3}
-_CODE_TYPE = {v: k for k, v in _TYPE_CODE.items()}
+CODE_TYPE = {v: k for k, v in _TYPE_CODE.items()}
 KEEP_MESSAGE = b"gitwal: objects of write-ahead log appends\n"
 MODE_BLOB, MODE_TREE = 0o100644, 0o040000
-# Packs gitwal keeps are merged by size tier (see merge_tier()): once a tier
-# holds MERGE_AT packs, every pack below its limit is merged into one. At most
-# MERGE_AT - 1 packs wait in each tier: the pack count stays bounded as a log
-# grows, and what a merge rewrites is bounded by its tier's limit.
-MERGE_AT = 32
-MERGE_LIMITS = (1 << 20, 32 << 20)
 
 
 @dataclass(frozen=True)
@@ -123,38 +117,50 @@ def pack_bytes(objects: Sequence[RawObject]) -> tuple[bytes, bytes, list[str]]:
     seen: dict[str, RawObject] = {}
     for obj in objects:
         seen.setdefault(obj.oid, obj)
-    pack = bytearray(b"PACK" + struct.pack(">II", 2, len(seen)))
-    rows: list[tuple[bytes, int, int]] = []  # (binary id, crc32, offset)
-    for oid, obj in seen.items():
-        entry = _entry_header(_TYPE_CODE[obj.kind], len(obj.data)) + zlib.compress(obj.data, 1)
-        rows.append((bytes.fromhex(oid), zlib.crc32(entry), len(pack)))
-        pack += entry
-    pack += hashlib.sha1(pack).digest()
-    rows.sort()
-    idx = bytearray(b"\xfftOc" + struct.pack(">I", 2))
+    entries = [(bytes.fromhex(oid), _entry_header(_TYPE_CODE[obj.kind], len(obj.data))
+                + zlib.compress(obj.data, 1)) for oid, obj in seen.items()]
+    pack, idx = assemble(entries)
+    return pack, idx, list(seen)
+
+
+def assemble(entries: Sequence[tuple[bytes, bytes]]) -> tuple[bytes, bytes]:
+    """(pack, index) from (binary id, pack entry: type/size header and the
+    deflated object), ids unique; entries are copied as they are."""
+    offsets: list[int] = []
+    at = 12
+    for _binary, entry in entries:
+        offsets.append(at)
+        at += len(entry)
+    body = b"".join([b"PACK", struct.pack(">II", 2, len(entries)),
+                     *(entry for _binary, entry in entries)])
+    pack = body + hashlib.sha1(body).digest()
+    rows = sorted((binary, zlib.crc32(entry), off)
+                  for (binary, entry), off in zip(entries, offsets, strict=True))
     counts = [0] * 256
     for binary, _crc, _off in rows:
         counts[binary[0]] += 1
+    fanout = []
     total = 0
     for c in counts:
         total += c
-        idx += struct.pack(">I", total)
-    for binary, _crc, _off in rows:
-        idx += binary
-    for _binary, crc, _off in rows:
-        idx += struct.pack(">I", crc)
-    large: list[int] = []
-    for _binary, _crc, off in rows:
-        if off < 0x80000000:
-            idx += struct.pack(">I", off)
-        else:
-            idx += struct.pack(">I", 0x80000000 | len(large))
-            large.append(off)
-    for off in large:
-        idx += struct.pack(">Q", off)
-    idx += pack[-20:]
-    idx += hashlib.sha1(idx).digest()
-    return bytes(pack), bytes(idx), list(seen)
+        fanout.append(total)
+    small = [off if off < 0x80000000 else 0 for _b, _c, off in rows]
+    large = [off for _b, _c, off in rows if off >= 0x80000000]
+    # An offset past 2 GiB is stored as an index into the 8-byte table that follows.
+    n_large = 0
+    for i, (_b, _c, off) in enumerate(rows):
+        if off >= 0x80000000:
+            small[i] = 0x80000000 | n_large
+            n_large += 1
+    n = len(rows)
+    idx = b"".join([
+        b"\xfftOc", struct.pack(">I", 2), struct.pack(">256I", *fanout),
+        *(binary for binary, _c, _o in rows),
+        struct.pack(f">{n}I", *(crc for _b, crc, _o in rows)),
+        struct.pack(f">{n}I", *small), struct.pack(f">{len(large)}Q", *large),
+        pack[-20:],
+    ])
+    return pack, idx + hashlib.sha1(idx).digest()
 
 
 def _intact(pack: Path, size: int, idx: Path) -> bool:
@@ -169,6 +175,10 @@ def write_kept_pack(objects_dir: Path, objects: Sequence[RawObject]) -> str:
     """Write ``objects`` as one kept pack in ``objects_dir/pack``; returns its name
     (``pack-<checksum>``). Durable when this returns."""
     pack, idx, _oids = pack_bytes(objects)
+    return write_kept(objects_dir, pack, idx)
+
+
+def write_kept(objects_dir: Path, pack: bytes, idx: bytes) -> str:
     directory = objects_dir / "pack"
     name = "pack-" + pack[-20:].hex()
     # The .keep first: no moment exists at which gc can see this pack unkept.
@@ -186,93 +196,4 @@ def write_kept_pack(objects_dir: Path, objects: Sequence[RawObject]) -> str:
         place(directory / f"{name}.pack", pack, 0o444, "p")
         place(directory / f"{name}.idx", idx, 0o444, "p")
     fsync_dir(directory)
-    return name
-
-
-# -- reading back what gitwal packed (for merge) -------------------------------
-
-
-def kept_packs(objects_dir: Path) -> list[Path]:
-    """The ``.pack`` files of packs gitwal wrote and keeps (their ``.keep``
-    holds :data:`KEEP_MESSAGE`), oldest first."""
-    out = []
-    for keep in (objects_dir / "pack").glob("pack-*.keep"):
-        try:
-            if keep.read_bytes() != KEEP_MESSAGE:
-                continue
-            pack = keep.with_suffix(".pack")
-            out.append((pack.stat().st_mtime_ns, pack))
-        except OSError:
-            continue  # merged away meanwhile
-    return [p for _t, p in sorted(out)]
-
-
-def read_pack(path: Path) -> list[RawObject]:
-    """Every object of a pack gitwal wrote (whole objects, no deltas)."""
-    data = path.read_bytes()
-    if data[:4] != b"PACK" or hashlib.sha1(data[:-20]).digest() != data[-20:]:
-        raise ValueError(f"{path.name}: not an intact pack")
-    (count,) = struct.unpack(">I", data[8:12])
-    view = memoryview(data)[:-20]
-    pos, out = 12, []
-    for _ in range(count):
-        byte = data[pos]
-        pos += 1
-        code, size, shift = (byte >> 4) & 7, byte & 0x0F, 4
-        while byte & 0x80:
-            byte = data[pos]
-            pos += 1
-            size |= (byte & 0x7F) << shift
-            shift += 7
-        if code not in _CODE_TYPE:
-            raise ValueError(f"{path.name}: object type {code} (gitwal writes no deltas)")
-        inflate = zlib.decompressobj()
-        body = inflate.decompress(view[pos:])  # stops at the end of the stream
-        if not inflate.eof or len(body) != size:
-            raise ValueError(f"{path.name}: a truncated object")
-        pos = len(view) - len(inflate.unused_data)
-        out.append(RawObject(_CODE_TYPE[code], body))
-    return out
-
-
-def merge_tier(sizes: Sequence[int]) -> int | None:
-    """The limit of the smallest tier that holds :data:`MERGE_AT` packs of
-    its own size (given the sizes of gitwal's kept packs), or None: nothing
-    to merge. A tier's merge takes every pack below its limit. Counting only
-    a tier's own packs matters: a large pack merged again whenever small ones
-    pile up would be rewritten every MERGE_AT appends (quadratic)."""
-    lower = 0
-    for limit in MERGE_LIMITS:
-        if sum(1 for size in sizes if lower <= size < limit) >= MERGE_AT:
-            return limit
-        lower = limit
-    return None
-
-
-def merge(objects_dir: Path) -> str | None:
-    """Merge gitwal's kept packs of the smallest tier that holds
-    :data:`MERGE_AT` of them (:func:`merge_tier`) into one kept pack; returns
-    the new pack's name, or None.
-
-    The new pack (with its ``.keep``) is durable before any old pack is
-    removed, so every object stays in some kept pack at every instant. The
-    caller holds the merge lock (one merger per repository). Objects of runs
-    dropped since are carried along (docs/format.md, "Packs").
-    """
-    sized = [(p, p.stat().st_size) for p in kept_packs(objects_dir)]
-    limit = merge_tier([size for _p, size in sized])
-    if limit is None:
-        return None
-    small = [p for p, size in sized if size < limit]
-    objects: list[RawObject] = []
-    for pack in small:
-        objects.extend(read_pack(pack))
-    name = write_kept_pack(objects_dir, objects)
-    for pack in small:
-        if pack.stem == name:
-            continue
-        # The index first: git and libgit2 find a pack through its .idx.
-        for suffix in (".idx", ".pack", ".keep"):
-            pack.with_suffix(suffix).unlink(missing_ok=True)
-    fsync_dir(objects_dir / "pack")
     return name

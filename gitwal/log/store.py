@@ -28,7 +28,6 @@ are bases of :class:`Store` and move no ref themselves.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -43,7 +42,9 @@ from ..records.codec import encode
 from ..records.model import Record, Seal, summary
 from .authorship import attach
 from .command_locks import CommandLocks
+from .groupcommit import Deferred, GroupCommit
 from .keepalive import AppendLost, gather_loose, head_tree, merge_packs, pruned
+from .keepalive import Ref as Ref  # where every step module imports it from
 from .locks import RunLocking, tell
 from .packwrite import (
     BLOB,
@@ -78,15 +79,7 @@ def _ident(sig: pygit2.Signature) -> bytes:
     return f"{sig.name} <{sig.email}> {sig.time} {sign}{hours:02d}{minutes:02d}".encode()
 
 
-@dataclass(frozen=True)
-class Ref:
-    """An object a record names, to be kept reachable from the append commit."""
-
-    oid: str
-    is_tree: bool = False
-
-
-class Store(ChainSurgery, CommandLocks, RunLocking):
+class Store(GroupCommit, ChainSurgery, CommandLocks, RunLocking):
     """Appends to (and, through :class:`Chain`, reads) the records of one run;
     rewrites of its chain: :class:`~gitwal.log.rewrite.ChainSurgery`; its
     locks: :class:`~gitwal.log.command_locks.CommandLocks`,
@@ -108,6 +101,8 @@ class Store(ChainSurgery, CommandLocks, RunLocking):
         self.notify: Callable[[str], None] = tell  # says who holds the lock while we wait
         # Told of every append once it is durable (remote/replicate.py); None: no remote.
         self.replica: Replica | None = None
+        self.holding = 0  # RunLocking: > 0 while this store holds the run lock
+        self._deferred: Deferred | None = None  # group commit (groupcommit.py)
 
     # -- writing -----------------------------------------------------------
 
@@ -140,6 +135,12 @@ class Store(ChainSurgery, CommandLocks, RunLocking):
         Raises :class:`RunBusy` when the ref is no longer at ``expect``: the
         caller re-reads and decides; nothing is overwritten.
         """
+        d = self._deferred
+        if d is not None and expect == d.head:
+            if records and records[0].lsn != d.records[-1].lsn + 1:
+                raise WalError(f"run {self.run}: LSN {records[0].lsn} would follow the held-back "
+                               f"LSN {d.records[-1].lsn}", "read the head with tail()")
+            records, refs = [*d.records, *records], [*d.refs, *refs]
         if expect is not None:
             self._refuse_after_seal(expect)
         # Every record that may authorize something (an intent, commit, abort,
@@ -187,6 +188,7 @@ class Store(ChainSurgery, CommandLocks, RunLocking):
             self._check_survived(oid, expect, exposed, f"LSN {records[0].lsn}" + (
                 f"..{records[-1].lsn}" if len(records) > 1 else ""))
         self._newest = (commit.oid, list(records))
+        self._deferred = None  # carried, or the log had moved past it (the CAS held)
         merge_packs(self.repo, self._common)
         if self.replica is not None:
             self.replica.appended(self.run, CommitId(commit.oid))

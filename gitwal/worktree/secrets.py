@@ -20,6 +20,7 @@ the whole scratch index when the patterns changed (:func:`untracked_matches`).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -236,21 +237,7 @@ def matcher(pats: Iterable[str]) -> Callable[[str], bool]:
     only; the last matching pattern wins; a file under an ignored directory
     is ignored whatever later patterns say (as in git).
     """
-    rules: list[tuple[re.Pattern[str], bool, bool, bool]] = []
-    for raw in pats:
-        p = raw.rstrip()
-        if not p or p.startswith("#"):
-            continue
-        negate = p.startswith("!")
-        p = p[1:] if negate else p
-        dir_only = p.endswith("/")
-        p = p.rstrip("/")
-        anchored = "/" in p
-        try:
-            rules.append((re.compile(_regex(p.lstrip("/")) + r"\Z"), negate, dir_only,
-                          anchored))
-        except re.error:
-            continue  # git, too, ignores a pattern it cannot use
+    rules = _rules(tuple(pats))
 
     def ignored(rel: str, is_dir: bool) -> bool:
         hit = False
@@ -270,3 +257,25 @@ def matcher(pats: Iterable[str]) -> Callable[[str], bool]:
         return ignored(path, False)
 
     return match
+
+
+# Compiled once per list of patterns: every file step asks (withheld()), and
+# building the expressions cost more than the rest of a step's CPU.
+@functools.lru_cache(maxsize=16)
+def _rules(pats: tuple[str, ...]) -> tuple[tuple[re.Pattern[str], bool, bool, bool], ...]:
+    rules: list[tuple[re.Pattern[str], bool, bool, bool]] = []
+    for raw in pats:
+        p = raw.rstrip()
+        if not p or p.startswith("#"):
+            continue
+        negate = p.startswith("!")
+        p = p[1:] if negate else p
+        dir_only = p.endswith("/")
+        p = p.rstrip("/")
+        anchored = "/" in p
+        try:
+            rules.append((re.compile(_regex(p.lstrip("/")) + r"\Z"), negate, dir_only,
+                          anchored))
+        except re.error:
+            continue  # git, too, ignores a pattern it cannot use
+    return tuple(rules)

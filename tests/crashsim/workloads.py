@@ -24,21 +24,18 @@ def _rename_files(n: int) -> dict[str, str]:
     return {f"src/m{i:02d}.ts": body for i in range(n)}
 
 
-RENAME = Workload(
-    name="rename",
-    run="rename",
-    files=_rename_files(40),
-    agent=r'''
+_RENAME_AGENT = r'''
 import sys
 from gitwal import Wal
 from gitwal.base.errors import UnknownRun
 from gitwal.records.model import Commit
 
+RUN, GROUPED = "@RUN@", @GROUPED@
 wal = Wal(sys.argv[1])
 try:
-    run = wal.run("rename")
+    run = wal.run(RUN, group_commit=GROUPED)
 except UnknownRun:
-    run = wal.begin(task="rename getUserById -> fetchUser", run_id="rename")
+    run = wal.begin(task="rename getUserById -> fetchUser", run_id=RUN, group_commit=GROUPED)
 records = run.records()
 by_lsn = {r.lsn: r for r in records}
 done = {by_lsn[r.intent].target[0] for r in records if isinstance(r, Commit)}
@@ -46,8 +43,19 @@ for i in range(40):
     path = f"src/m{i:02d}.ts"
     if path not in done:
         run.apply("replace_symbol", path=path, old="getUserById", new="fetchUser")
-''',
-)
+'''
+
+def _rename_agent(run: str, grouped: bool) -> str:
+    return _RENAME_AGENT.replace("@RUN@", run).replace("@GROUPED@", str(grouped))
+
+
+RENAME = Workload(name="rename", run="rename", files=_rename_files(40),
+                  agent=_rename_agent("rename", False))
+
+# The same steps under group commit: each step's commit rides in the next
+# intent's append; the last is written at the process's exit.
+RENAME_GROUPED = Workload(name="rename-grouped", run="rename-grouped", files=_rename_files(40),
+                          agent=_rename_agent("rename-grouped", True))
 
 MIXED = Workload(
     name="mixed",
@@ -92,7 +100,7 @@ for n, (tool, args) in enumerate(STEPS, start=1):
 ''',
 )
 
-WORKLOADS = {w.name: w for w in (RENAME, MIXED)}
+WORKLOADS = {w.name: w for w in (RENAME, RENAME_GROUPED, MIXED)}
 
 # Paths whose presence or contents no reader depends on: the temporary files of
 # libgit2 and git next to the objects (object lookup and fsck only read

@@ -1,0 +1,126 @@
+"""Group commit: a step's commit record held back in memory, to ride in the
+run's next append instead of costing one of its own (docs/format.md, "Group
+commit"). A mixin of :class:`~gitwal.log.store.Store`, the one writer.
+
+Invariants:
+
+* a held-back record follows exactly the head it was deferred at: the next
+  append of this store from that head carries it first; an append from any
+  other head (the log moved: another process closed the step) drops it;
+* every reader of the store (:meth:`GroupCommit.head`, the entry of every
+  read) flushes first, so this store never shows a step open that it
+  closed (unless another holds the run lock then: a reader never waits);
+  only :meth:`GroupCommit.tail`, the gate of the next step, reads past it
+  without writing;
+* what is held is lost by a crash, and nothing else: the step's intent is
+  durable and its targets hold their post-images, so recovery finds it
+  "applied, commit missing" and commits it (docs/recovery.md).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..base.errors import RunBusy, WalError
+from ..base.ids import CommitId
+from ..records.model import Record
+from .chain import Chain
+from .keepalive import Ref
+from .locks import RunLocking
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """Records held back by group commit, and the head they follow."""
+
+    head: CommitId
+    records: tuple[Record, ...]
+    refs: tuple[Ref, ...]
+
+
+# Stores holding records back, flushed when the interpreter exits normally.
+_HOLDING: weakref.WeakSet[GroupCommit] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    for store in list(_HOLDING):
+        with contextlib.suppress(Exception):  # nothing is lost: recovery re-derives it
+            store.flush()
+
+
+class GroupCommit(Chain, RunLocking):
+    """Deferring, flushing and reading past held-back records; the store's
+    ``append`` carries them (it provides :meth:`append`)."""
+
+    _deferred: Deferred | None
+
+    def append(self, records: Sequence[Record], refs: Sequence[Ref],
+               expect: CommitId | None) -> CommitId:
+        raise NotImplementedError  # Store's
+
+    def defer(self, records: Sequence[Record], refs: Sequence[Ref], head: CommitId) -> None:
+        """Hold ``records`` (a step's commit) back: they ride in this store's
+        next append that follows ``head``, or :meth:`flush` writes them. Until
+        then they exist in this process only; a crash loses them, and every
+        other reader sees the step's intent open: "applied, commit missing",
+        which recovery re-derives (docs/recovery.md)."""
+        if self._deferred is not None:
+            raise WalError("a record is already held back", "flush() before deferring another")
+        self._deferred = Deferred(head, tuple(records), tuple(refs))
+        _HOLDING.add(self)
+
+    @property
+    def deferred(self) -> tuple[Record, ...]:
+        """The records held back (oldest first), not yet durable."""
+        return () if self._deferred is None else self._deferred.records
+
+    def tail(self) -> tuple[CommitId, Record] | None:
+        """The head and the newest record, a held-back one included: what the
+        next append follows. Writes nothing (:meth:`head` would flush)."""
+        head = super().head()
+        if head is None:
+            return None
+        d = self._deferred
+        if d is not None and d.head == head:
+            return head, d.records[-1]
+        return head, self.head_records(head)[-1]
+
+    def flush(self, wait: bool = True) -> CommitId | None:
+        """Make the held-back records durable in an append of their own (under
+        the run lock, taken unless held; ``wait`` False: RunBusy at once when
+        another holds it); the new head, or None when nothing was held or the
+        log moved on without them (another process closed the step: the log
+        decides)."""
+        d = self._deferred
+        if d is None:
+            return None
+        if self.holding:
+            return self._flush(d)
+        with self.locked(wait=wait):
+            return self._flush(d)
+
+    def _flush(self, d: Deferred) -> CommitId | None:
+        self._deferred = None
+        if super().head() != d.head:
+            return None
+        try:
+            return self.append(d.records, d.refs, d.head)
+        except BaseException:
+            self._deferred = d  # not written: still held, for a later flush
+            raise
+
+    def head(self) -> CommitId | None:
+        """The log's head, after any held-back record is made durable: a
+        reader of this store never sees a step open that it closed."""
+        if self._deferred is not None:
+            # A reader never waits here: with the lock held elsewhere the
+            # step reads open, as any other reader sees it until the flush.
+            with contextlib.suppress(RunBusy):
+                self.flush(wait=False)
+        return super().head()
+
