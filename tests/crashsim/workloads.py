@@ -45,28 +45,26 @@ for i in range(40):
         run.apply("replace_symbol", path=path, old="getUserById", new="fetchUser")
 '''
 
-def _rename_agent(run: str, grouped: bool) -> str:
-    return _RENAME_AGENT.replace("@RUN@", run).replace("@GROUPED@", str(grouped))
+def _agent(source: str, run: str, grouped: bool) -> str:
+    return source.replace("@RUN@", run).replace("@GROUPED@", str(grouped))
 
 
 RENAME = Workload(name="rename", run="rename", files=_rename_files(40),
-                  agent=_rename_agent("rename", False))
+                  agent=_agent(_RENAME_AGENT, "rename", False))
 
 # The same steps under group commit: each step's commit rides in the next
 # intent's append; the last is written at the process's exit.
 RENAME_GROUPED = Workload(name="rename-grouped", run="rename-grouped", files=_rename_files(40),
-                          agent=_rename_agent("rename-grouped", True))
+                          agent=_agent(_RENAME_AGENT, "rename-grouped", True))
 
-MIXED = Workload(
-    name="mixed",
-    run="mixed",
-    files={
-        "notes.txt": "alpha\nsecond line\n" * 10,
-        "old.txt": "to be moved\n" * 30,
-        "gone.txt": "to be deleted\n" * 30,
-        "keep.txt": "untouched\n",
-    },
-    agent=r'''
+_MIXED_FILES = {
+    "notes.txt": "alpha\nsecond line\n" * 10,
+    "old.txt": "to be moved\n" * 30,
+    "gone.txt": "to be deleted\n" * 30,
+    "keep.txt": "untouched\n",
+}
+
+_MIXED_AGENT = r'''
 import sys
 from gitwal import Wal
 from gitwal.base.errors import UnknownRun
@@ -82,11 +80,13 @@ STEPS = [
     ("ensure_line", {"path": "notes.txt", "line": "Z=2"}),
 ]
 
+RUN, GROUPED = "@RUN@", @GROUPED@
 wal = Wal(sys.argv[1])
 try:
-    run = wal.run("mixed")
+    run = wal.run(RUN, group_commit=GROUPED)
 except UnknownRun:
-    run = wal.begin(task="mixed steps", run_id="mixed", steps=[t for t, _ in STEPS])
+    run = wal.begin(task="mixed steps", run_id=RUN, steps=[t for t, _ in STEPS],
+                    group_commit=GROUPED)
 records = run.records()
 intents = {r.lsn: r for r in records if isinstance(r, Intent)}
 done = {intents[r.intent].step for r in records if isinstance(r, Commit)}
@@ -97,10 +97,14 @@ for n, (tool, args) in enumerate(STEPS, start=1):
         run.exec(args, step=n)
     else:
         run.apply(tool, step=n, **args)
-''',
-)
+'''
 
-WORKLOADS = {w.name: w for w in (RENAME, RENAME_GROUPED, MIXED)}
+MIXED = Workload(name="mixed", run="mixed", files=_MIXED_FILES,
+                 agent=_agent(_MIXED_AGENT, "mixed", False))
+MIXED_GROUPED = Workload(name="mixed-grouped", run="mixed-grouped", files=_MIXED_FILES,
+                         agent=_agent(_MIXED_AGENT, "mixed-grouped", True))
+
+WORKLOADS = {w.name: w for w in (RENAME, RENAME_GROUPED, MIXED, MIXED_GROUPED)}
 
 # Paths whose presence or contents no reader depends on: the temporary files of
 # libgit2 and git next to the objects (object lookup and fsck only read
