@@ -77,6 +77,10 @@ def _shape(path: str, root: Path) -> str:
     rel = re.sub(r"objects/[0-9a-f]{2}/[0-9a-f]{38,62}$", "objects/xx/<object>", rel)
     rel = re.sub(r"objects/[0-9a-f]{2}$", "objects/xx", rel)
     rel = re.sub(r"\.[\w-]+\.walt$", ".<tmp>.walt", rel)
+    # One name per kind of file: a pack's name is its checksum, a target's
+    # temp name carries the step's LSN.
+    rel = re.sub(r"pack-[0-9a-f]{40}", "pack-<sha>", rel)
+    rel = re.sub(r"\.w\d+\.<tmp>\.walt$", ".w<lsn>.<tmp>.walt", rel)
     rel = re.sub(r"refs/wal/[\w.-]+\.lock$", "refs/wal/<run>.lock", rel)
     return rel
 
