@@ -41,7 +41,9 @@ NO_BYTECODE = ("diagnostic: `git wal status` with `PYTHONDONTWRITEBYTECODE=1` (e
 BASE = "`python3 -c 'import pygit2'`"
 STATUS = "`git wal status`"
 APPLY = "`git wal apply write-file src/step.txt --from new.txt`"
-TARGET = 2.0  # gitwal command / python3 -c 'import pygit2', medians
+# gitwal command / python3 -c 'import pygit2', medians: a step as a whole
+# process must cost little more than the interpreter and pygit2 loading.
+TARGETS = {STATUS: 2.0, APPLY: 1.3}
 
 
 class NewContent:
@@ -104,10 +106,11 @@ def bench_latency(work: Path) -> Section:
     git = stats["`git status`"].median
     for name, s in stats.items():
         target, verdict = "—", "—"
-        if name in (STATUS, APPLY):
-            ok = s.median <= TARGET * base.median
-            target, verdict = f"≤ {TARGET:g}x `import pygit2`", met(ok)
-            section.targets.append((f"§6 {name} ≤ {TARGET:g}x {BASE}",
+        if name in TARGETS:
+            limit = TARGETS[name]
+            ok = s.median <= limit * base.median
+            target, verdict = f"≤ {limit:g}x `import pygit2`", met(ok)
+            section.targets.append((f"§6 {name} ≤ {limit:g}x {BASE}",
                                     fmt_ratio(s.median / base.median), ok))
         section.rows.append(stat_row(name, s, base, fmt_ratio(s.median / git), target,
                                      verdict))
