@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterator, Sequence
+from typing import Self
 
 from .base.errors import RunBusy, StepFailed
 from .base.ids import CommitId, Lsn, RunId
@@ -33,6 +34,12 @@ class RunLog:
         # A file step's commit rides in the next append (docs/format.md,
         # "Group commit"); flush() or the end of the process writes it.
         self.group_commit = group_commit
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.flush()  # a step held back by group commit is durable when the block ends
 
     def flush(self) -> None:
         """Make a step held back by group commit durable now (a no-op without one)."""

@@ -112,3 +112,10 @@ def test_a_step_another_process_closed_is_not_closed_twice(repo: Path) -> None:
     assert second.lsn == 4
     assert [r["lsn"] for r in rows] == [1, 2, 3, 4, 5]
     ok(repo, "verify", "--run", "g")
+
+
+def test_a_with_block_ends_with_the_held_back_commit_written(repo: Path) -> None:
+    with Wal(repo).begin(task="grouped", run_id="g", group_commit=True) as run:
+        run.write_file("a.txt", "a\n")
+        assert _rows(repo, "g")[-1]["type"] == "intent"
+    assert _rows(repo, "g")[-1]["type"] == "commit"
