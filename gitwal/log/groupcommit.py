@@ -42,6 +42,7 @@ class Deferred:
     refs: tuple[Ref, ...]
 
 
+EXIT_WAIT = 10.0  # seconds the exit's flush waits for the run lock
 # Stores holding records back, flushed when the interpreter exits normally.
 _HOLDING: weakref.WeakSet[GroupCommit] = weakref.WeakSet()
 
@@ -49,8 +50,10 @@ _HOLDING: weakref.WeakSet[GroupCommit] = weakref.WeakSet()
 @atexit.register
 def _flush_at_exit() -> None:
     for store in list(_HOLDING):
-        with contextlib.suppress(Exception):  # nothing is lost: recovery re-derives it
-            store.flush()
+        # An exiting process waits a little for the run lock, never for ever;
+        # a commit not written is not lost: recovery re-derives it.
+        with contextlib.suppress(Exception):
+            store.flush(timeout=EXIT_WAIT)
 
 
 class GroupCommit(Chain, RunLocking):
@@ -90,18 +93,18 @@ class GroupCommit(Chain, RunLocking):
             return head, d.records[-1]
         return head, self.head_records(head)[-1]
 
-    def flush(self, wait: bool = True) -> CommitId | None:
-        """Make the held-back records durable in an append of their own (under
-        the run lock, taken unless held; ``wait`` False: RunBusy at once when
-        another holds it); the new head, or None when nothing was held or the
-        log moved on without them (another process closed the step: the log
-        decides)."""
+    def flush(self, wait: bool = True, timeout: float | None = None) -> CommitId | None:
+        """Make the held-back records durable in an append of their own, under
+        the run lock (taken unless held; ``wait`` False: RunBusy at once when
+        another holds it; ``timeout``: seconds to wait, as for ``locked``).
+        The new head, or None when nothing was held or the log moved on
+        without them (another process closed the step: the log decides)."""
         d = self._deferred
         if d is None:
             return None
         if self.holding:
             return self._flush(d)
-        with self.locked(wait=wait):
+        with self.locked(wait=wait, timeout=timeout):
             return self._flush(d)
 
     def _flush(self, d: Deferred) -> CommitId | None:
