@@ -169,3 +169,17 @@ def test_a_merge_copies_entries_as_stored_and_refuses_a_damaged_pack(tmp_path: P
     git(tmp_path, "verify-pack", str(objects_dir / "pack" / f"{merged}.idx"))
     for blob in blobs[:5] + blobs[6:]:
         assert git(tmp_path, "cat-file", "-p", blob.oid) == blob.data.decode()
+
+
+def test_a_pack_whose_index_a_crash_lost_is_merged_from_its_own_bytes(tmp_path: Path) -> None:
+    """A crash between the .pack and the .idx leaves a kept pack git cannot
+    read; the next merge reads the pack itself and takes it in."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    objects_dir = tmp_path / ".git" / "objects"
+    blobs = [RawObject(BLOB, f"blob {i}\n".encode()) for i in range(MERGE_AT)]
+    names = [write_kept_pack(objects_dir, [blob]) for blob in blobs]
+    (objects_dir / "pack" / f"{names[3]}.idx").unlink()
+    merged = merge(objects_dir)
+    assert merged is not None
+    assert _kept(tmp_path) == [objects_dir / "pack" / f"{merged}.keep"]
+    assert git(tmp_path, "cat-file", "-p", blobs[3].oid) == "blob 3\n"

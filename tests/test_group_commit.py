@@ -119,3 +119,29 @@ def test_a_with_block_ends_with_the_held_back_commit_written(repo: Path) -> None
         run.write_file("a.txt", "a\n")
         assert _rows(repo, "g")[-1]["type"] == "intent"
     assert _rows(repo, "g")[-1]["type"] == "commit"
+
+
+def test_other_objects_of_this_process_read_the_step_committed(repo: Path) -> None:
+    """A second object of the same run, and another run's step on the same
+    path, find the held-back commit written, not an interrupted step."""
+    wal = Wal(repo)
+    first = wal.begin(task="grouped", run_id="g", group_commit=True)
+    first.write_file("a.txt", "a\n")
+    again = wal.run("g")
+    assert again.write_file("b.txt", "b\n").durable
+    first.write_file("c.txt", "c\n")
+    other = wal.begin(task="other", run_id="o")
+    other.write_file("c.txt", "theirs\n")
+    rows = _rows(repo, "g")
+    assert [r["type"] for r in rows] == ["plan", "intent", "commit", "intent", "commit",
+                                         "intent", "commit"]
+    ok(repo, "verify", "--run", "g")
+
+
+def test_a_run_object_its_caller_dropped_is_flushed_at_exit(repo: Path) -> None:
+    script = ("import sys, gc\nfrom gitwal import Wal\n"
+              "def f():\n"
+              "    Wal(sys.argv[1]).begin(run_id='k', group_commit=True).write_file('a', 'a')\n"
+              "f()\ngc.collect()\n")
+    subprocess.run([sys.executable, "-c", script, str(repo)], check=True)
+    assert _rows(repo, "k")[-1]["type"] == "commit"

@@ -10,18 +10,26 @@ process keeps of the runs it read is readcache.py's.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pygit2
 
 from ..base.errors import CorruptLog, UnknownRun
 from ..base.ids import CommitId, RunId
+from ..base.repository import common_dir
 from ..records.codec import decode
 from ..records.model import Checkpoint, Plan, Record
 from .appends import UNTRUSTED
 from .chaincheck import ChainCheck
 from .forward import ForwardWalk
 from .readcache import HEADS, ROOT_PLANS, SEGMENTS
+
+# Group commit (groupcommit.py): for each run (common dir, run id) whose
+# store in this process holds a record back, the function that writes it.
+# Every reader's head() calls it first, so no object in this process reads a
+# step open that this process closed in memory.
+HELD: dict[tuple[Path, str], Callable[[], None]] = {}
 
 
 class Chain(ForwardWalk):
@@ -40,6 +48,14 @@ class Chain(ForwardWalk):
         return self.ref_name in self.repo.references
 
     def head(self) -> CommitId | None:
+        if HELD:
+            write = HELD.get((common_dir(self.repo), self.run))
+            if write is not None:
+                write()
+        return self.ref_head()
+
+    def ref_head(self) -> CommitId | None:
+        """The commit the run's ref names, as it is (no held-back record written)."""
         try:
             ref = self.repo.references.get(self.ref_name)
         except pygit2.InvalidSpecError:

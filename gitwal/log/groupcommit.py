@@ -7,11 +7,12 @@ Invariants:
 * a held-back record follows exactly the head it was deferred at: the next
   append of this store from that head carries it first; an append from any
   other head (the log moved: another process closed the step) drops it;
-* every reader of the store (:meth:`GroupCommit.head`, the entry of every
-  read) flushes first, so this store never shows a step open that it
-  closed (unless another holds the run lock then: a reader never waits);
-  only :meth:`GroupCommit.tail`, the gate of the next step, reads past it
-  without writing;
+* every reader in this process, of this store or any other object of the
+  run (``Chain.head``, the entry of every read, through ``chain.HELD``),
+  writes the held-back records first, so nothing in the process shows a
+  step open that it closed (unless another holds the run lock then: a
+  reader never waits); only :meth:`GroupCommit.tail`, the gate of the next
+  step, reads past this store's own record without writing it;
 * what is held is lost by a crash, and nothing else: the step's intent is
   durable and its targets hold their post-images, so recovery finds it
   "applied, commit missing" and commits it (docs/recovery.md).
@@ -21,14 +22,15 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..base.errors import RunBusy, WalError
 from ..base.ids import CommitId
+from ..base.repository import common_dir
 from ..records.model import Record
-from .chain import Chain
+from .chain import HELD, Chain
 from .keepalive import Ref
 from .locks import RunLocking
 
@@ -43,8 +45,9 @@ class Deferred:
 
 
 EXIT_WAIT = 10.0  # seconds the exit's flush waits for the run lock
-# Stores holding records back, flushed when the interpreter exits normally.
-_HOLDING: weakref.WeakSet[GroupCommit] = weakref.WeakSet()
+# Stores holding records back, flushed when the interpreter exits normally:
+# strong references, so a run object dropped by its caller is flushed too.
+_HOLDING: set[GroupCommit] = set()
 
 
 @atexit.register
@@ -76,6 +79,25 @@ class GroupCommit(Chain, RunLocking):
             raise WalError("a record is already held back", "flush() before deferring another")
         self._deferred = Deferred(head, tuple(records), tuple(refs))
         _HOLDING.add(self)
+        HELD[self._held_key()] = self._write_held
+
+    def _held_key(self) -> tuple[Path, str]:
+        return common_dir(self.repo), self.run
+
+    def _write_held(self) -> None:
+        """What another reader in this process calls first (chain.HELD): write
+        the held-back records now, unless the run lock is busy (then the step
+        reads open, as in any other process)."""
+        with contextlib.suppress(RunBusy):
+            self.flush(wait=False)
+
+    def _release(self) -> None:
+        """Nothing is held back any more (written, or the log moved past it)."""
+        self._deferred = None
+        _HOLDING.discard(self)
+        key = self._held_key()
+        if HELD.get(key) == self._write_held:
+            del HELD[key]
 
     @property
     def deferred(self) -> tuple[Record, ...]:
@@ -85,7 +107,10 @@ class GroupCommit(Chain, RunLocking):
     def tail(self) -> tuple[CommitId, Record] | None:
         """The head and the newest record, a held-back one included: what the
         next append follows. Writes nothing (:meth:`head` would flush)."""
-        head = super().head()
+        write = HELD.get(self._held_key())
+        if write is not None and write != self._write_held:
+            write()  # another object of this process holds this run's record back
+        head = self.ref_head()
         if head is None:
             return None
         d = self._deferred
@@ -108,22 +133,14 @@ class GroupCommit(Chain, RunLocking):
             return self._flush(d)
 
     def _flush(self, d: Deferred) -> CommitId | None:
-        self._deferred = None
-        if super().head() != d.head:
+        self._release()
+        if self.ref_head() != d.head:
             return None
         try:
             return self.append(d.records, d.refs, d.head)
         except BaseException:
-            self._deferred = d  # not written: still held, for a later flush
+            # Not written: still held, for a later flush.
+            self._deferred = d
+            _HOLDING.add(self)
+            HELD[self._held_key()] = self._write_held
             raise
-
-    def head(self) -> CommitId | None:
-        """The log's head, after any held-back record is made durable: a
-        reader of this store never sees a step open that it closed."""
-        if self._deferred is not None:
-            # A reader never waits here: with the lock held elsewhere the
-            # step reads open, as any other reader sees it until the flush.
-            with contextlib.suppress(RunBusy):
-                self.flush(wait=False)
-        return super().head()
-

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..base.durable import fsync_dir
-from .packwrite import CODE_TYPE, KEEP_MESSAGE, RawObject, assemble, write_kept
+from .packwrite import CODE_TYPE, KEEP_MESSAGE, RawObject, assemble, entry_of, write_kept
 
 # Packs gitwal keeps are merged by size tier (see merge_tier()): once a tier
 # holds MERGE_AT packs, every pack below its limit is merged into one. At most
@@ -82,6 +82,8 @@ def pack_entries(path: Path) -> list[tuple[bytes, bytes]]:
             or hashlib.sha1(idx[:-20]).digest() != idx[-20:] or idx[-40:-20] != data[-20:]):
         raise ValueError(f"{path.name}: not an intact pack and index")
     (count,) = struct.unpack(">I", data[8:12])
+    if count == 0:
+        return []
     (total,) = struct.unpack(">I", idx[8 + 1020 : 8 + 1024])
     ids_at = 8 + 1024
     crcs_at = ids_at + 20 * count
@@ -140,7 +142,12 @@ def merge(objects_dir: Path) -> str | None:
         try:
             found = pack_entries(pack)
         except (OSError, ValueError):
-            continue  # damaged (or merged away meanwhile): left as it is, never deleted
+            try:
+                # A crash between the .pack and the .idx left no index: read
+                # the pack itself (its checksum holds), as git's index-pack would.
+                found = [(bytes.fromhex(o.oid), entry_of(o)) for o in read_pack(pack)]
+            except (OSError, ValueError):
+                continue  # damaged (or merged away meanwhile): left as it is, never deleted
         merged.append(pack)
         for binary, entry in found:
             entries.setdefault(binary, entry)

@@ -112,13 +112,17 @@ def _entry_header(code: int, size: int) -> bytes:
     return bytes(out)
 
 
+def entry_of(obj: RawObject) -> bytes:
+    """``obj`` as a pack stores it: its type and size header, then its bytes deflated."""
+    return _entry_header(_TYPE_CODE[obj.kind], len(obj.data)) + zlib.compress(obj.data, 1)
+
+
 def pack_bytes(objects: Sequence[RawObject]) -> tuple[bytes, bytes, list[str]]:
     """(pack, index, object ids) for ``objects`` (duplicates written once)."""
     seen: dict[str, RawObject] = {}
     for obj in objects:
         seen.setdefault(obj.oid, obj)
-    entries = [(bytes.fromhex(oid), _entry_header(_TYPE_CODE[obj.kind], len(obj.data))
-                + zlib.compress(obj.data, 1)) for oid, obj in seen.items()]
+    entries = [(bytes.fromhex(oid), entry_of(obj)) for oid, obj in seen.items()]
     pack, idx = assemble(entries)
     return pack, idx, list(seen)
 

@@ -188,7 +188,7 @@ class Store(GroupCommit, ChainSurgery, CommandLocks, RunLocking):
             self._check_survived(oid, expect, exposed, f"LSN {records[0].lsn}" + (
                 f"..{records[-1].lsn}" if len(records) > 1 else ""))
         self._newest = (commit.oid, list(records))
-        self._deferred = None  # carried, or the log had moved past it (the CAS held)
+        self._release()  # carried, or the log had moved past it (the CAS held)
         merge_packs(self.repo, self._common)
         if self.replica is not None:
             self.replica.appended(self.run, CommitId(commit.oid))
