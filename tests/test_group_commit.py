@@ -145,3 +145,18 @@ def test_a_run_object_its_caller_dropped_is_flushed_at_exit(repo: Path) -> None:
               "f()\ngc.collect()\n")
     subprocess.run([sys.executable, "-c", script, str(repo)], check=True)
     assert _rows(repo, "k")[-1]["type"] == "commit"
+
+
+def test_a_second_object_of_the_run_carries_the_first_ones_commit(repo: Path) -> None:
+    """Opened before the first object's step, the second takes the run lock
+    for its own step, where the first cannot write: it carries the record."""
+    wal = Wal(repo)
+    first = wal.begin(task="grouped", run_id="g", group_commit=True)
+    second = wal.run("g")
+    first.write_file("a.txt", "a\n")
+    second.write_file("b.txt", "b\n")
+    assert _appends(repo, "g") == 4  # plan, intent, [commit, intent], commit
+    rows = _rows(repo, "g")
+    assert [r["type"] for r in rows] == ["plan", "intent", "commit", "intent", "commit"]
+    first.flush()  # nothing left to write: the second carried it
+    assert _appends(repo, "g") == 4 and not first.store.deferred

@@ -48,6 +48,8 @@ EXIT_WAIT = 10.0  # seconds the exit's flush waits for the run lock
 # Stores holding records back, flushed when the interpreter exits normally:
 # strong references, so a run object dropped by its caller is flushed too.
 _HOLDING: set[GroupCommit] = set()
+# The one object holding each run's record back, by (common dir, run id).
+_BY_RUN: dict[tuple[Path, str], GroupCommit] = {}
 
 
 @atexit.register
@@ -77,8 +79,12 @@ class GroupCommit(Chain, RunLocking):
         which recovery re-derives (docs/recovery.md)."""
         if self._deferred is not None:
             raise WalError("a record is already held back", "flush() before deferring another")
-        self._deferred = Deferred(head, tuple(records), tuple(refs))
+        self._hold(Deferred(head, tuple(records), tuple(refs)))
+
+    def _hold(self, d: Deferred) -> None:
+        self._deferred = d
         _HOLDING.add(self)
+        _BY_RUN[self._held_key()] = self
         HELD[self._held_key()] = self._write_held
 
     def _held_key(self) -> tuple[Path, str]:
@@ -96,8 +102,9 @@ class GroupCommit(Chain, RunLocking):
         self._deferred = None
         _HOLDING.discard(self)
         key = self._held_key()
-        if HELD.get(key) == self._write_held:
-            del HELD[key]
+        if _BY_RUN.get(key) is self:
+            del _BY_RUN[key]
+            HELD.pop(key, None)
 
     @property
     def deferred(self) -> tuple[Record, ...]:
@@ -107,9 +114,18 @@ class GroupCommit(Chain, RunLocking):
     def tail(self) -> tuple[CommitId, Record] | None:
         """The head and the newest record, a held-back one included: what the
         next append follows. Writes nothing (:meth:`head` would flush)."""
-        write = HELD.get(self._held_key())
-        if write is not None and write != self._write_held:
-            write()  # another object of this process holds this run's record back
+        holder = _BY_RUN.get(self._held_key())
+        if holder is not None and holder is not self:
+            if not self.holding or self._deferred is not None:
+                holder._write_held()
+            else:
+                # Another object of this process holds this run's record back
+                # and this one holds the run lock (the step's gate, where the
+                # other cannot write): this one carries it.
+                d = holder._deferred
+                holder._release()
+                if d is not None:
+                    self._hold(d)
         head = self.ref_head()
         if head is None:
             return None
@@ -139,8 +155,5 @@ class GroupCommit(Chain, RunLocking):
         try:
             return self.append(d.records, d.refs, d.head)
         except BaseException:
-            # Not written: still held, for a later flush.
-            self._deferred = d
-            _HOLDING.add(self)
-            HELD[self._held_key()] = self._write_held
+            self._hold(d)  # not written: still held, for a later flush
             raise
