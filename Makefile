@@ -37,14 +37,16 @@ demo: $(STAMP)
 demo-agents: $(STAMP)
 	$(BIN)/python -m bench.demo_agents
 
-# Test processes (pytest-xdist): two per core by default. A test waits much of
-# its time on fsyncs and child processes, so one per core left a core in three
-# idle (48 tests: 123 s with 2 processes on 2 cores, 87 s with 3, 81 s with 4,
-# 100 s with 6). `loadgroup` keeps the tests of an xdist_group (a module-scoped
-# fixture costly to build) in one process.
-JOBS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) * 2 )))
+# Test processes (pytest-xdist), one per core by default. `loadgroup` keeps the
+# tests of an xdist_group (a module-scoped fixture costly to build) in one process.
+JOBS ?= auto
+# Every `git wal` a test starts imports gitwal: with PYTHONDONTWRITEBYTECODE set
+# (as in this project's CI environment) nothing is cached and each one compiles
+# gitwal's modules again, ~140 ms a process. The test run keeps bytecode in
+# .cache/pycache instead (the tree stays clean).
+TESTENV := env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(CURDIR)/.cache/pycache
 # Exit status 5 is "no tests collected" (e.g. a -k that matches nothing): not a failure.
-PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider -n $(JOBS) --dist loadgroup
+PYTEST := $(TESTENV) $(BIN)/python -m pytest -q -p no:cacheprovider -n $(JOBS) --dist loadgroup
 
 # The whole suite, as CI runs it.
 test: $(STAMP) lint tools agent-clis
