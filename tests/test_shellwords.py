@@ -136,9 +136,13 @@ def test_the_guard_lets_ordinary_work_through(line: str) -> None:
 
 # -- against real bash: the commands it runs are the ones read here ---------------------
 
+# One call, one write: the gits of a pipeline run at once, and records written
+# piecewise interleaved in the log (an O_APPEND write of a few bytes is whole).
 SHIM = """#!/bin/sh
-for a in "$@"; do printf '%s\\037' "$a"; done >> "$SHIM_LOG"
-printf '\\036' >> "$SHIM_LOG"
+us=$(printf '\\037')
+rec=""
+for a in "$@"; do rec="$rec$a$us"; done
+printf '%s\\036' "$rec" >> "$SHIM_LOG"
 """
 
 # Words that are not options (an unknown git option is unreadable here, by design).
